@@ -1,0 +1,675 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend_uring.c - the io_uring backend, through liburing.
+ *
+ * Kernel and liburing quirks handled here:
+ *
+ *  - liburing 2.3 (Debian 12): io_uring_prep_openat_direct() with
+ *    IORING_FILE_INDEX_ALLOC is broken (fixed in 2.4), so direct descriptors
+ *    use explicit slots from our own free list.
+ *  - A short read counts as a failure for IOSQE_IO_LINK and would cancel
+ *    the close that follows it, leaking the slot (every read of a file
+ *    smaller than the buffer is "short"). The read -> close link is
+ *    therefore IOSQE_IO_HARDLINK; open -> read stays a plain link so a
+ *    failed open cancels the read.
+ *  - A read CQE can reach user space before the linked close has run, so a
+ *    slot is only reused after the close's own CQE. The chain's callback
+ *    runs on that CQE too: the close is always the last CQE of its chain
+ *    (failed links are completed after the request that failed them).
+ *  - IOSQE_CQE_SKIP_SUCCESS (5.17) on the open: its CQE exists only when
+ *    it fails. Direct descriptors need 5.15, sparse file tables 5.19.
+ *  - An eventfd read through the ring is the cross-thread wake-up. The
+ *    eventfd must be blocking: on an O_NONBLOCK file io_uring hands -EAGAIN
+ *    back instead of waiting.
+ *  - Before IORING_FEAT_NODROP (5.5) an overflowing CQ dropped CQEs; with
+ *    it, 5.x kernels answer io_uring_enter with -EBUSY while the overflow
+ *    backlog is non-empty. The loop keeps the CQEs it may be owed within the
+ *    CQ size (a chain reserves 3: open error, read, close), so neither
+ *    happens in practice, and -EBUSY is handled by reaping first anyway.
+ *  - DEFER_TASKRUN (6.1) requires SINGLE_ISSUER; the kernel refuses the
+ *    combination otherwise with -EINVAL, which rl_loop_open() returns.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* user_data is a request pointer with a tag in its low bits (requests are
+ * at least 8-byte aligned), or a bare tag for the loop's own SQEs. */
+enum {
+	TAG_MAIN = 0,  /* the request's only SQE, or a chain's read */
+	TAG_OPEN = 1,  /* a chain's open (CQE only on failure) */
+	TAG_CLOSE = 2, /* a chain's close: the chain's last CQE */
+	TAG_WAKE = 3,  /* the eventfd read */
+	TAG_CANCEL = 4, /* an async cancel; its CQE is ignored */
+	TAG_MASK = 7,
+};
+
+/* Step of a read_file that runs one SQE at a time (no link, no direct
+ * descriptors, or a file that outgrew its first buffer). */
+enum { STEP_CHAIN = 0, STEP_OPEN, STEP_READ, STEP_CLOSE };
+
+#define BATCH 256
+#define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
+
+struct uring {
+	struct io_uring ring;
+	bool direct;	/* direct descriptors registered */
+	bool link;	/* read_file as one linked chain */
+	bool sqpoll;
+	bool closing;
+	int32_t *free_slots;
+	unsigned nfree;
+	unsigned cq_budget; /* CQEs we may be owed at once */
+	unsigned cq_owed;
+	struct rl__fifo pending; /* waiting for SQ room, CQ budget or a slot */
+	int efd;
+	bool wake_armed;
+	uint64_t wake_buf;
+};
+
+static struct uring *U(rl_loop *loop)
+{
+	return loop->be;
+}
+
+static uint64_t udata(rl_req *req, unsigned tag)
+{
+	return (uint64_t)(uintptr_t)req | tag;
+}
+
+static int setup_flags(unsigned f, unsigned *out)
+{
+	unsigned s = 0;
+
+	if (f & RL_SQPOLL)
+		s |= IORING_SETUP_SQPOLL;
+	if (f & RL_SINGLE_ISSUER)
+		s |= IORING_SETUP_SINGLE_ISSUER;
+	if (f & RL_DEFER_TASKRUN)
+		s |= IORING_SETUP_DEFER_TASKRUN;
+	if (f & RL_COOP_TASKRUN)
+		s |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+	*out = s;
+	return 0;
+}
+
+static void destroy(rl_loop *loop);
+
+static int init(rl_loop *loop, const struct rl_options *opt)
+{
+	struct io_uring_params p;
+	struct uring *u;
+	unsigned entries = opt->entries ? opt->entries : 256;
+	unsigned slots = opt->direct_slots ? opt->direct_slots : 1024;
+	int ret;
+
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	u->efd = -1;
+	memset(&p, 0, sizeof(p));
+	setup_flags(opt->flags, &p.flags);
+	p.flags |= IORING_SETUP_CQSIZE;
+	p.cq_entries = opt->cq_entries ? opt->cq_entries : 16 * entries;
+	if (opt->flags & RL_SQPOLL)
+		p.sq_thread_idle = opt->sqpoll_idle_ms ? opt->sqpoll_idle_ms
+						       : 1000;
+	ret = io_uring_queue_init_params(entries, &u->ring, &p);
+	loop->stats.syscalls++;
+	if (ret < 0) {
+		free(u);
+		return ret;
+	}
+	loop->be = u;
+	u->sqpoll = opt->flags & RL_SQPOLL;
+	if (p.cq_entries <= CQ_SPARE + 3) {
+		destroy(loop);
+		return -EINVAL;
+	}
+	u->cq_budget = p.cq_entries - CQ_SPARE;
+
+	if (!(opt->flags & RL_NO_DIRECT)) {
+		u->free_slots = malloc(slots * sizeof(*u->free_slots));
+		if (!u->free_slots) {
+			destroy(loop);
+			return -ENOMEM;
+		}
+		ret = io_uring_register_files_sparse(&u->ring, slots);
+		loop->stats.syscalls++;
+		if (ret < 0) {
+			destroy(loop);
+			return ret;
+		}
+		/* Pop order 0, 1, 2...: the free list is a stack. */
+		for (unsigned i = 0; i < slots; i++)
+			u->free_slots[i] = (int32_t)(slots - 1 - i);
+		u->nfree = slots;
+		u->direct = true;
+	}
+	u->link = u->direct && !(opt->flags & RL_NO_LINK);
+
+	if (opt->flags & RL_REGISTER_RING) {
+		ret = io_uring_register_ring_fd(&u->ring);
+		loop->stats.syscalls++;
+		if (ret < 0) {
+			destroy(loop);
+			return ret;
+		}
+	}
+	if (opt->iowq_max) {
+		unsigned vals[2] = { opt->iowq_max, opt->iowq_max };
+
+		ret = io_uring_register_iowq_max_workers(&u->ring, vals);
+		loop->stats.syscalls++;
+		if (ret < 0) {
+			destroy(loop);
+			return ret;
+		}
+	}
+	u->efd = eventfd(0, EFD_CLOEXEC);
+	loop->stats.syscalls++;
+	if (u->efd < 0) {
+		ret = -errno;
+		destroy(loop);
+		return ret;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ submission */
+
+/* Counts the io_uring_enter that liburing makes for a submit: always
+ * without SQPOLL; with SQPOLL only when the poller sleeps. */
+static void count_submit(rl_loop *loop, struct uring *u, bool wait)
+{
+	if (wait || !u->sqpoll ||
+	    (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP)) {
+		loop->stats.syscalls++;
+		loop->stats.enters++;
+	}
+}
+
+static void flush_sq(rl_loop *loop, struct uring *u)
+{
+	if (!io_uring_sq_ready(&u->ring))
+		return;
+	count_submit(loop, u, false);
+	io_uring_submit(&u->ring);
+}
+
+static unsigned cqes_for(const struct uring *u, const rl_req *req)
+{
+	return req->op == RL_OP_READ_FILE && req->priv.step == STEP_CHAIN &&
+			       u->link
+		       ? 3
+		       : 1;
+}
+
+static void prep_read_file_step(struct uring *u, rl_req *req,
+				struct io_uring_sqe *sqe)
+{
+	size_t got = (size_t)req->priv.res[1];
+
+	switch (req->priv.step) {
+	case STEP_OPEN:
+		if (u->direct)
+			io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
+						    O_RDONLY | O_CLOEXEC, 0,
+						    (unsigned)req->priv.slot);
+		else
+			io_uring_prep_openat(sqe, AT_FDCWD, req->path,
+					     O_RDONLY | O_CLOEXEC, 0);
+		break;
+	case STEP_READ:
+		/* The sentinel byte after the buffer tells "full" from "end of
+		 * file" without a further read. */
+		req->priv.iov[0].iov_base = (char *)req->buf + got;
+		req->priv.iov[0].iov_len = req->priv.cap - got;
+		req->priv.iov[1].iov_base = &req->priv.sentinel;
+		req->priv.iov[1].iov_len = 1;
+		io_uring_prep_readv(sqe, u->direct ? req->priv.slot : req->fd,
+				    req->priv.iov, 2, got);
+		if (u->direct)
+			sqe->flags |= IOSQE_FIXED_FILE;
+		break;
+	case STEP_CLOSE:
+		if (u->direct)
+			io_uring_prep_close_direct(sqe, (unsigned)req->priv.slot);
+		else
+			io_uring_prep_close(sqe, req->fd);
+		break;
+	}
+	io_uring_sqe_set_data64(sqe, udata(req, TAG_MAIN));
+}
+
+/*
+ * Puts req's SQEs on the ring. Returns false, having changed nothing, when
+ * the SQ, the CQ budget or the slot table has no room.
+ */
+static bool push(rl_loop *loop, struct uring *u, rl_req *req)
+{
+	unsigned need = cqes_for(u, req);
+	bool chain = need == 3;
+	bool wants_slot = req->op == RL_OP_READ_FILE && u->direct &&
+			  (chain || req->priv.step == STEP_OPEN);
+	struct io_uring_sqe *sqe;
+
+	if (u->cq_owed + need > u->cq_budget)
+		return false;
+	if (wants_slot && !u->nfree)
+		return false;
+	if (io_uring_sq_space_left(&u->ring) < need) {
+		flush_sq(loop, u);
+		if (io_uring_sq_space_left(&u->ring) < need)
+			return false;
+	}
+	if (wants_slot)
+		req->priv.slot = u->free_slots[--u->nfree];
+	u->cq_owed += need;
+
+	if (chain) {
+		unsigned slot = (unsigned)req->priv.slot;
+
+		sqe = io_uring_get_sqe(&u->ring);
+		io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
+					    O_RDONLY | O_CLOEXEC, 0, slot);
+		sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, udata(req, TAG_OPEN));
+
+		req->priv.iov[0].iov_base = req->buf;
+		req->priv.iov[0].iov_len = req->priv.cap;
+		req->priv.iov[1].iov_base = &req->priv.sentinel;
+		req->priv.iov[1].iov_len = 1;
+		sqe = io_uring_get_sqe(&u->ring);
+		io_uring_prep_readv(sqe, (int)slot, req->priv.iov, 2, 0);
+		sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+		io_uring_sqe_set_data64(sqe, udata(req, TAG_MAIN));
+
+		sqe = io_uring_get_sqe(&u->ring);
+		io_uring_prep_close_direct(sqe, slot);
+		io_uring_sqe_set_data64(sqe, udata(req, TAG_CLOSE));
+		return true;
+	}
+
+	sqe = io_uring_get_sqe(&u->ring);
+	switch (req->op) {
+	case RL_OP_OPEN:
+		io_uring_prep_openat(sqe, AT_FDCWD, req->path, req->flags,
+				     req->mode);
+		break;
+	case RL_OP_READ:
+		io_uring_prep_read(sqe, req->fd, req->buf, (unsigned)req->len,
+				   (uint64_t)req->offset);
+		break;
+	case RL_OP_CLOSE:
+		io_uring_prep_close(sqe, req->fd);
+		break;
+	case RL_OP_STAT:
+		io_uring_prep_statx(sqe, AT_FDCWD, req->path, 0,
+				    STATX_BASIC_STATS, req->stx);
+		break;
+	case RL_OP_READ_FILE:
+		prep_read_file_step(u, req, sqe);
+		return true;
+	}
+	io_uring_sqe_set_data64(sqe, udata(req, TAG_MAIN));
+	return true;
+}
+
+static void submit(rl_loop *loop, rl_req *req)
+{
+	struct uring *u = U(loop);
+
+	if (req->op == RL_OP_READ_FILE) {
+		req->priv.step = u->link ? STEP_CHAIN : STEP_OPEN;
+		req->priv.res[0] = 0;
+		req->priv.res[1] = 0;
+	}
+	/* Keep FIFO order: nothing overtakes a request already waiting. */
+	if (rl__fifo_empty(&u->pending) && push(loop, u, req))
+		return;
+	req->priv.state |= RL__REQ_QUEUED;
+	loop->stats.queued++;
+	rl__fifo_push(&u->pending, req);
+}
+
+static void push_pending(rl_loop *loop, struct uring *u)
+{
+	rl_req *req;
+
+	while ((req = u->pending.head)) {
+		if (!push(loop, u, req))
+			break;
+		rl__fifo_pop(&u->pending);
+		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+	}
+}
+
+/* ----------------------------------------------------------- completion */
+
+static void release_slot(struct uring *u, rl_req *req)
+{
+	if (u->direct && req->priv.slot >= 0) {
+		u->free_slots[u->nfree++] = req->priv.slot;
+		req->priv.slot = -1;
+	}
+}
+
+/* The read CQE of a read_file: returns the bytes read so far, or -errno, or
+ * 1 + the bytes when the buffer is full and the file goes on. */
+static int64_t take_read(rl_req *req, int32_t res, bool *more)
+{
+	size_t room = req->priv.cap - (size_t)req->priv.res[1];
+
+	*more = false;
+	if (res < 0)
+		return res;
+	if ((size_t)res > room) {
+		*more = true;
+		return (int64_t)req->priv.res[1] + res;
+	}
+	return req->priv.res[1] + res;
+}
+
+/* Re-runs a read_file as single steps with a bigger buffer, from offset 0
+ * and a fresh open: the data returned then comes from one open file, even
+ * if the path was renamed over in between. */
+static void restart_stepwise(rl_loop *loop, struct uring *u, rl_req *req)
+{
+	int ret = rl__read_file_grow(req, req->priv.cap * 2);
+
+	if (ret < 0) {
+		rl__complete(loop, req, ret);
+		return;
+	}
+	req->priv.step = STEP_OPEN;
+	req->priv.res[0] = 0;
+	req->priv.res[1] = 0;
+	if (rl__fifo_empty(&u->pending) && push(loop, u, req))
+		return;
+	req->priv.state |= RL__REQ_QUEUED;
+	rl__fifo_push(&u->pending, req);
+}
+
+static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
+		      unsigned tag, int32_t res)
+{
+	bool more;
+
+	switch (tag) {
+	case TAG_OPEN:
+		req->priv.res[0] = res; /* only failures post this CQE */
+		return;
+	case TAG_MAIN:
+		if (req->priv.res[0] < 0)
+			return; /* -ECANCELED because the open failed */
+		req->priv.res[0] = take_read(req, res, &more);
+		if (more)
+			req->priv.res[0] = -EFBIG;
+		return;
+	}
+	/* TAG_CLOSE: the chain is over and its slot is free again. */
+	u->cq_owed -= 3;
+	release_slot(u, req);
+	if (req->priv.res[0] == -EFBIG && (req->priv.state & RL__REQ_OWNBUF) &&
+	    !(req->priv.state & RL__REQ_CANCEL) && !u->closing)
+		restart_stepwise(loop, u, req);
+	else
+		rl__complete(loop, req, req->priv.res[0]);
+}
+
+static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req, int32_t res)
+{
+	bool more;
+	int ret;
+
+	u->cq_owed -= 1;
+	switch (req->priv.step) {
+	case STEP_OPEN:
+		if (res < 0) {
+			release_slot(u, req);
+			rl__complete(loop, req, res);
+			return;
+		}
+		if (!u->direct)
+			req->fd = res;
+		req->priv.step = STEP_READ;
+		break;
+	case STEP_READ: {
+		int64_t r = take_read(req, res, &more);
+
+		if (r < 0 || req->priv.state & RL__REQ_CANCEL || u->closing) {
+			req->priv.res[0] = r < 0 ? r : -ECANCELED;
+			req->priv.step = STEP_CLOSE;
+		} else if (more) {
+			/* The buffer is full and the sentinel got a byte. */
+			size_t got = req->priv.cap;
+
+			ret = rl__read_file_grow(req, req->priv.cap * 2);
+			if (ret < 0) {
+				req->priv.res[0] = ret;
+				req->priv.step = STEP_CLOSE;
+			} else {
+				((char *)req->buf)[got] = req->priv.sentinel;
+				req->priv.res[1] = (int64_t)got + 1;
+			}
+		} else {
+			/* A read that left room in the buffer met the end of
+			 * the file (regular files have no other short read). */
+			req->priv.res[0] = r;
+			req->priv.step = STEP_CLOSE;
+		}
+		break;
+	}
+	case STEP_CLOSE:
+		release_slot(u, req);
+		if (!u->direct)
+			req->fd = -1;
+		rl__complete(loop, req, req->priv.res[0]);
+		return;
+	}
+	/* The next step goes behind anything already waiting. */
+	if (rl__fifo_empty(&u->pending) && push(loop, u, req))
+		return;
+	req->priv.state |= RL__REQ_QUEUED;
+	rl__fifo_push(&u->pending, req);
+}
+
+static void handle_cqe(rl_loop *loop, struct uring *u, uint64_t ud,
+		       int32_t res)
+{
+	unsigned tag = ud & TAG_MASK;
+	rl_req *req = (rl_req *)(uintptr_t)(ud & ~(uint64_t)TAG_MASK);
+
+	if (tag == TAG_WAKE) {
+		u->wake_armed = false;
+		if (res >= 0)
+			loop->stats.wakeups++;
+		return;
+	}
+	if (tag == TAG_CANCEL)
+		return;
+	if (req->op == RL_OP_READ_FILE) {
+		if (req->priv.step == STEP_CHAIN)
+			chain_cqe(loop, u, req, tag, res);
+		else
+			step_cqe(loop, u, req, res);
+		return;
+	}
+	u->cq_owed -= 1;
+	rl__complete(loop, req, res);
+}
+
+static int reap(rl_loop *loop, struct uring *u)
+{
+	struct io_uring_cqe *cqes[BATCH];
+	unsigned n, i;
+	int total = 0;
+
+	do {
+		n = io_uring_peek_batch_cqe(&u->ring, cqes, BATCH);
+		for (i = 0; i < n; i++)
+			handle_cqe(loop, u, cqes[i]->user_data, cqes[i]->res);
+		io_uring_cq_advance(&u->ring, n);
+		total += (int)n;
+	} while (n == BATCH);
+	return total;
+}
+
+static void arm_wake(struct uring *u)
+{
+	struct io_uring_sqe *sqe;
+
+	if (u->wake_armed || u->closing)
+		return;
+	sqe = io_uring_get_sqe(&u->ring);
+	if (!sqe)
+		return; /* next time: posts are drained every iteration */
+	io_uring_prep_read(sqe, u->efd, &u->wake_buf, sizeof(u->wake_buf), 0);
+	io_uring_sqe_set_data64(sqe, TAG_WAKE);
+	u->wake_armed = true;
+}
+
+static int wait(rl_loop *loop, int64_t timeout_ns)
+{
+	struct uring *u = U(loop);
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts;
+	int ret;
+
+	push_pending(loop, u);
+	if (io_uring_cq_ready(&u->ring) || timeout_ns == 0) {
+		/* Completions are there already, or the caller must not
+		 * block: submit what is queued and take what is ready. With
+		 * DEFER_TASKRUN, completions only appear from an enter. */
+		if (io_uring_sq_ready(&u->ring) ||
+		    (loop->opt.flags & RL_DEFER_TASKRUN) ||
+		    (IO_URING_READ_ONCE(*u->ring.sq.kflags) &
+		     IORING_SQ_TASKRUN)) {
+			count_submit(loop, u, true);
+			ret = io_uring_submit_and_get_events(&u->ring);
+			if (ret < 0 && ret != -EBUSY && ret != -EINTR)
+				return ret;
+		}
+	} else {
+		arm_wake(u);
+		count_submit(loop, u, true);
+		if (timeout_ns > 0) {
+			ts.tv_sec = timeout_ns / 1000000000;
+			ts.tv_nsec = timeout_ns % 1000000000;
+		}
+		ret = io_uring_submit_and_wait_timeout(
+			&u->ring, &cqe, 1, timeout_ns > 0 ? &ts : NULL, NULL);
+		if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY)
+			return ret;
+	}
+	ret = reap(loop, u);
+	/* Budget freed by what was reaped lets waiting requests go now, in
+	 * this iteration's submit, instead of one enter later. */
+	push_pending(loop, u);
+	return ret;
+}
+
+static void cancel(rl_loop *loop, rl_req *req)
+{
+	struct uring *u = U(loop);
+	struct io_uring_sqe *sqe;
+
+	if (!req) {
+		/* Closing: what never reached the kernel finishes now; what
+		 * did is asked to stop. Chains are short and finish by
+		 * themselves, and their CQEs are handled whatever they say. */
+		u->closing = true;
+		while ((req = rl__fifo_pop(&u->pending))) {
+			req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+			release_slot(u, req);
+			rl__complete(loop, req, -ECANCELED);
+		}
+		sqe = io_uring_get_sqe(&u->ring);
+		if (sqe) {
+			io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+			io_uring_sqe_set_data64(sqe, TAG_CANCEL);
+		}
+		flush_sq(loop, u);
+		return;
+	}
+	if (req->priv.state & RL__REQ_QUEUED) {
+		rl__fifo_remove(&u->pending, req);
+		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+		release_slot(u, req);
+		rl__complete(loop, req, -ECANCELED);
+		return;
+	}
+	/* Only a plain read can wait forever (a pipe with no writer); the
+	 * other requests finish soon and report -ECANCELED then. */
+	if (req->op != RL_OP_READ)
+		return;
+	sqe = io_uring_get_sqe(&u->ring);
+	if (!sqe) {
+		flush_sq(loop, u);
+		sqe = io_uring_get_sqe(&u->ring);
+		if (!sqe)
+			return;
+	}
+	io_uring_prep_cancel64(sqe, udata(req, TAG_MAIN), 0);
+	io_uring_sqe_set_data64(sqe, TAG_CANCEL);
+}
+
+static void wake(rl_loop *loop)
+{
+	struct uring *u = U(loop);
+	uint64_t one = 1;
+
+	/* Another thread's syscall: not counted in the loop's stats. */
+	if (write(u->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, the loop wakes anyway. */
+	}
+}
+
+static void destroy(rl_loop *loop)
+{
+	struct uring *u = U(loop);
+
+	if (!u)
+		return;
+	/* The eventfd read must not outlive the buffer it reads into. */
+	if (u->wake_armed) {
+		uint64_t one = 1;
+
+		if (write(u->efd, &one, sizeof(one)) == sizeof(one)) {
+			while (u->wake_armed) {
+				struct io_uring_cqe *cqe;
+
+				io_uring_submit_and_wait(&u->ring, 1);
+				while (io_uring_peek_cqe(&u->ring, &cqe) == 0) {
+					if ((cqe->user_data & TAG_MASK) ==
+					    TAG_WAKE)
+						u->wake_armed = false;
+					io_uring_cqe_seen(&u->ring, cqe);
+				}
+			}
+		}
+	}
+	io_uring_queue_exit(&u->ring);
+	if (u->efd >= 0)
+		close(u->efd);
+	free(u->free_slots);
+	free(u);
+	loop->be = NULL;
+}
+
+const struct rl__backend rl__backend_uring = {
+	.name = "uring",
+	.init = init,
+	.destroy = destroy,
+	.submit = submit,
+	.cancel = cancel,
+	.wait = wait,
+	.wake = wake,
+};

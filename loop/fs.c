@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs.c - file requests: argument checks, hand-off to the backend, cancel,
+ * and the synchronous helpers the epoll backend's workers share.
+ *
+ * Every check that can fail does so here, before the request is accepted,
+ * so a bad argument is a -errno from the submitting call and the callback
+ * never runs. Checks the kernel makes anyway (a missing file, a directory,
+ * a closed fd) are left to the kernel and arrive in the callback, so both
+ * backends report exactly what the kernel says.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* The largest single read the loop accepts; Linux caps a read at
+ * MAX_RW_COUNT (INT_MAX rounded down to a page) anyway. */
+#define RL__MAX_IO ((size_t)INT_MAX)
+
+static int check_path(const char *path)
+{
+	if (!path)
+		return -EFAULT;
+	if (!*path)
+		return -ENOENT;
+	if (strnlen(path, PATH_MAX) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int check_req(rl_loop *loop, rl_req *req, rl_cb cb)
+{
+	if (!loop || !req || !cb)
+		return -EINVAL;
+	if (loop->closing)
+		return -ECANCELED;
+	if (req->priv.state & RL__REQ_ACTIVE)
+		return -EBUSY;
+	return 0;
+}
+
+static void prep(rl_loop *loop, rl_req *req, uint8_t op, rl_cb cb)
+{
+	void *data = req->data;
+
+	memset(req, 0, sizeof(*req));
+	req->data = data;
+	req->loop = loop;
+	req->op = op;
+	req->cb = cb;
+	req->fd = -1;
+	req->offset = -1;
+	req->priv.slot = -1;
+}
+
+static int accept_req(rl_loop *loop, rl_req *req)
+{
+	req->priv.state |= RL__REQ_ACTIVE;
+	loop->active_reqs++;
+	loop->stats.submissions++;
+	loop->backend->submit(loop, req);
+	return 0;
+}
+
+int rl_open(rl_loop *loop, rl_req *req, const char *path, int flags,
+	    unsigned mode, rl_cb cb)
+{
+	int ret = check_req(loop, req, cb);
+
+	if (ret < 0 || (ret = check_path(path)) < 0)
+		return ret;
+	prep(loop, req, RL_OP_OPEN, cb);
+	req->path = path;
+	req->flags = flags;
+	req->mode = mode;
+	return accept_req(loop, req);
+}
+
+int rl_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
+	    int64_t offset, rl_cb cb)
+{
+	int ret = check_req(loop, req, cb);
+
+	if (ret < 0)
+		return ret;
+	if (fd < 0)
+		return -EBADF;
+	if (!buf && len)
+		return -EFAULT;
+	if (len > RL__MAX_IO || offset < -1)
+		return -EINVAL;
+	prep(loop, req, RL_OP_READ, cb);
+	req->fd = fd;
+	req->buf = buf;
+	req->len = len;
+	req->offset = offset;
+	return accept_req(loop, req);
+}
+
+int rl_close(rl_loop *loop, rl_req *req, int fd, rl_cb cb)
+{
+	int ret = check_req(loop, req, cb);
+
+	if (ret < 0)
+		return ret;
+	if (fd < 0)
+		return -EBADF;
+	prep(loop, req, RL_OP_CLOSE, cb);
+	req->fd = fd;
+	return accept_req(loop, req);
+}
+
+int rl_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
+	    rl_cb cb)
+{
+	int ret = check_req(loop, req, cb);
+
+	if (ret < 0 || (ret = check_path(path)) < 0)
+		return ret;
+	if (!stx)
+		return -EFAULT;
+	prep(loop, req, RL_OP_STAT, cb);
+	req->path = path;
+	req->stx = stx;
+	return accept_req(loop, req);
+}
+
+int rl_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
+		 size_t len, unsigned flags, rl_cb cb)
+{
+	int ret = check_req(loop, req, cb);
+	bool grow = flags & RL_READ_FILE_GROW;
+
+	if (ret < 0 || (ret = check_path(path)) < 0)
+		return ret;
+	if (flags & ~(unsigned)RL_READ_FILE_GROW)
+		return -EINVAL;
+	if (!grow && !buf)
+		return -EFAULT;
+	if (len > RL__MAX_IO)
+		return -EINVAL;
+	if (grow && (!buf || !len)) {
+		/* The caller asked the loop for a buffer; a hint of 0 gets a
+		 * page. Later requests reuse it if the caller passes it back. */
+		size_t cap = len ? len : RL__READ_FILE_FIRST;
+		void *p = realloc(buf, cap);
+
+		if (!p)
+			return -ENOMEM;
+		buf = p;
+		len = cap;
+	}
+	prep(loop, req, RL_OP_READ_FILE, cb);
+	req->path = path;
+	req->buf = buf;
+	req->len = len;
+	req->priv.cap = len;
+	if (grow)
+		req->priv.state |= RL__REQ_OWNBUF;
+	return accept_req(loop, req);
+}
+
+int rl_cancel(rl_loop *loop, rl_req *req)
+{
+	if (!loop || !req || req->loop != loop)
+		return -EINVAL;
+	if (!(req->priv.state & RL__REQ_ACTIVE) ||
+	    (req->priv.state & RL__REQ_DONE))
+		return -ENOENT;
+	if (req->priv.state & RL__REQ_CANCEL)
+		return -EALREADY;
+	req->priv.state |= RL__REQ_CANCEL;
+	loop->backend->cancel(loop, req);
+	return 0;
+}
+
+/* Doubles a loop-owned read_file buffer; -EFBIG for a caller's buffer. */
+int rl__read_file_grow(rl_req *req, size_t want)
+{
+	size_t cap = req->priv.cap;
+	void *p;
+
+	if (!(req->priv.state & RL__REQ_OWNBUF))
+		return -EFBIG;
+	if (cap >= RL__MAX_IO)
+		return -EFBIG;
+	while (cap < want)
+		cap = cap > RL__MAX_IO / 2 ? RL__MAX_IO : cap * 2;
+	p = realloc(req->buf, cap);
+	if (!p)
+		return -ENOMEM;
+	req->buf = p;
+	req->len = req->priv.cap = cap;
+	return 0;
+}
+
+/*
+ * Reads the file behind fd to end of file into the request's buffer, the
+ * way a worker thread does it: fstat for a size hint (grow once to fit),
+ * then read until read() says 0, whatever st_size claimed (procfs files say
+ * 0). A caller's buffer that fills up is checked with one more byte into a
+ * sentinel, so a file of exactly len bytes fits and a larger one is -EFBIG.
+ */
+int64_t rl__read_file_sync(rl_req *req, int fd)
+{
+	struct stat st;
+	size_t got = 0;
+	ssize_t r;
+	int ret;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if ((req->priv.state & RL__REQ_OWNBUF) && st.st_size > 0 &&
+	    (size_t)st.st_size >= req->priv.cap) {
+		ret = rl__read_file_grow(req, (size_t)st.st_size + 1);
+		if (ret < 0)
+			return ret;
+	}
+	for (;;) {
+		if (got == req->priv.cap) {
+			do {
+				r = read(fd, &req->priv.sentinel, 1);
+			} while (r < 0 && errno == EINTR);
+			if (r < 0)
+				return -errno;
+			if (r == 0)
+				break;
+			ret = rl__read_file_grow(req, got + 1);
+			if (ret < 0)
+				return ret;
+			((char *)req->buf)[got++] = req->priv.sentinel;
+			continue;
+		}
+		do {
+			r = read(fd, (char *)req->buf + got, req->priv.cap - got);
+		} while (r < 0 && errno == EINTR);
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (int64_t)got;
+}

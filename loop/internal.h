@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * internal.h - the backend contract and what the loop's files share.
+ *
+ * A backend is a small table of functions (struct rl__backend). The loop
+ * core (loop.c) owns the lifecycle, the run modes, timers, the ready queue,
+ * tasks and posts; fs.c validates requests and hands them to the backend.
+ * A backend only moves requests to the kernel or its workers and reports
+ * each one finished, once, with rl__complete().
+ */
+#ifndef RINGLOOP_INTERNAL_H
+#define RINGLOOP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "ringloop.h"
+#include "queue.h"
+
+/* Request states (req->priv.state). */
+enum {
+	RL__REQ_IDLE = 0,
+	RL__REQ_ACTIVE = 1u << 0,   /* submitted, callback not run yet */
+	RL__REQ_CANCEL = 1u << 1,   /* rl_cancel() asked for -ECANCELED */
+	RL__REQ_DONE = 1u << 2,	    /* result known, callback queued */
+	RL__REQ_QUEUED = 1u << 3,   /* in a backend's user-space queue */
+	RL__REQ_OWNBUF = 1u << 4,   /* read_file: buffer may be realloc'ed */
+};
+
+/* Timer states (timer->state). */
+enum {
+	RL__TIMER_IDLE = 0,
+	RL__TIMER_ACTIVE = 1, /* in the heap */
+	RL__TIMER_CANCELLED = 2, /* waiting to run its -ECANCELED callback */
+};
+
+struct rl__backend {
+	const char *name;
+	/* Sets loop->be. Returns 0 or -errno (nothing left allocated). */
+	int (*init)(rl_loop *loop, const struct rl_options *opt);
+	/* Frees everything; called when no request is in flight. */
+	void (*destroy)(rl_loop *loop);
+	/* Takes an accepted request. It must finish later via rl__complete().
+	 * Never fails: what cannot go to the kernel now waits in a queue. */
+	void (*submit)(rl_loop *loop, rl_req *req);
+	/* Best effort to make an in-flight request finish early; the loop has
+	 * already set RL__REQ_CANCEL and will report -ECANCELED. With req NULL
+	 * (loop closing): finish everything queued in user space with
+	 * -ECANCELED and ask the kernel or workers to drop what they hold. */
+	void (*cancel)(rl_loop *loop, rl_req *req);
+	/* Pushes queued work out, waits up to timeout_ns (-1: forever, 0: not
+	 * at all) for completions or a wake-up, and reports what finished.
+	 * Returns >= 0 or -errno. */
+	int (*wait)(rl_loop *loop, int64_t timeout_ns);
+	/* Thread-safe: makes a wait() in progress (or the next one) return. */
+	void (*wake)(rl_loop *loop);
+};
+
+extern const struct rl__backend rl__backend_uring;
+extern const struct rl__backend rl__backend_epoll;
+
+struct rl_loop {
+	const struct rl__backend *backend;
+	void *be;
+	struct rl_options opt;
+	const char *backend_reason;
+
+	struct rl__fifo ready; /* requests whose callback is due */
+	rl_task *task_head, *task_tail;
+	_Atomic(struct rl_post *) posts; /* LIFO pushed by any thread */
+	_Atomic int posts_pending;
+
+	/* timers: a binary min-heap on (due_ns, seq) */
+	rl_timer **heap;
+	uint32_t heap_len, heap_cap;
+	uint64_t timer_seq;
+	rl_timer *cancelled_head, *cancelled_tail;
+
+	uint64_t active_reqs; /* submitted, callback not yet run */
+	uint64_t refs;
+	uint64_t now_ns;
+	bool stop;
+	bool closing;
+	int running; /* nesting guard for rl_run() */
+
+	struct rl_stats stats;
+};
+
+/* Backend -> loop: req finished with result; queues its callback. The loop
+ * turns the result into -ECANCELED when the request was cancelled. */
+void rl__complete(rl_loop *loop, rl_req *req, int64_t result);
+
+/* loop.c */
+uint64_t rl__clock_ns(void);
+bool rl__alive(const rl_loop *loop);
+void rl__drain_posts(rl_loop *loop);
+
+/* timer.c */
+int64_t rl__timers_next_ns(rl_loop *loop);
+int rl__timers_run(rl_loop *loop);
+void rl__timers_cancel_all(rl_loop *loop);
+void rl__timers_free(rl_loop *loop);
+bool rl__timers_alive(const rl_loop *loop);
+
+/* fs.c: synchronous helpers both backends share. */
+int64_t rl__read_file_sync(rl_req *req, int fd);
+int rl__read_file_grow(rl_req *req, size_t want);
+
+/* The read_file buffer a request starts with (loop-grown mode). */
+#define RL__READ_FILE_FIRST 4096
+
+#endif /* RINGLOOP_INTERNAL_H */

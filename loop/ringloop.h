@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ringloop.h - the one public header of the ringloop event loop.
+ *
+ * The loop is completion-based, like io_uring itself. The caller owns every
+ * request (struct rl_req) and timer (struct rl_timer): it keeps the struct
+ * alive from the submitting call until its callback has run. The contract,
+ * identical on every backend:
+ *
+ *   - A submitting call returns 0, and then the callback runs exactly once,
+ *     on the loop thread, from rl_run() or rl_loop_close(), never inside the
+ *     submitting call. req->result is >= 0 on success or -errno.
+ *   - A submitting call that fails returns -errno, and the callback never
+ *     runs. errno is never used as a channel.
+ *   - rl_cancel() on a request in flight makes its callback run with
+ *     -ECANCELED; rl_loop_close() cancels everything still in flight and
+ *     runs every pending callback before it frees the loop.
+ *
+ * Everything here must be called on the loop thread, except rl_post(),
+ * which any thread may call.
+ */
+#ifndef RINGLOOP_H
+#define RINGLOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_loop rl_loop;
+typedef struct rl_req rl_req;
+typedef struct rl_timer rl_timer;
+typedef struct rl_task rl_task;
+
+/* ---------------------------------------------------------------- options */
+
+enum rl_backend_kind {
+	RL_BACKEND_AUTO = 0, /* io_uring, else epoll when io_uring is refused */
+	RL_BACKEND_URING = 1,
+	RL_BACKEND_EPOLL = 2,
+};
+
+/* Knobs for kernel experiments. All are off by default. */
+enum rl_flags {
+	RL_SQPOLL = 1u << 0,	     /* io_uring: kernel thread polls the SQ */
+	RL_SINGLE_ISSUER = 1u << 1,  /* io_uring: IORING_SETUP_SINGLE_ISSUER */
+	RL_DEFER_TASKRUN = 1u << 2,  /* io_uring: IORING_SETUP_DEFER_TASKRUN */
+	RL_COOP_TASKRUN = 1u << 3,   /* io_uring: IORING_SETUP_COOP_TASKRUN */
+	RL_REGISTER_RING = 1u << 4,  /* io_uring: register the ring fd */
+	RL_NO_LINK = 1u << 5,	     /* io_uring: read_file as 3 round trips */
+	RL_NO_DIRECT = 1u << 6,	     /* io_uring: plain fds, not direct ones */
+	RL_NO_INLINE = 1u << 7,	     /* epoll: no inline fast path, pool only */
+};
+
+struct rl_options {
+	int backend;		/* enum rl_backend_kind */
+	unsigned flags;		/* enum rl_flags */
+	unsigned entries;	/* io_uring SQ entries; 0 = 256 */
+	unsigned cq_entries;	/* io_uring CQ entries; 0 = 16 * entries */
+	unsigned direct_slots;	/* direct descriptor table; 0 = 1024 */
+	unsigned iowq_max;	/* io-wq worker cap (bounded and unbounded);
+				 * 0 = the kernel's default */
+	unsigned sqpoll_idle_ms; /* SQPOLL thread idle time; 0 = 1000 */
+	unsigned pool_threads;	/* epoll: thread pool size; 0 = CPU count */
+};
+
+/* Fills *opt with the defaults (every field 0 means "default"). */
+void rl_options_init(struct rl_options *opt);
+
+/* ------------------------------------------------------------- lifecycle */
+
+/*
+ * Creates a loop. opt may be NULL for the defaults. With RL_BACKEND_AUTO the
+ * environment variable RINGLOOP_BACKEND=uring|epoll|auto picks the backend;
+ * AUTO falls back to epoll when io_uring_setup is missing or refused
+ * (ENOSYS, EPERM, EACCES). Asking for uring where it is refused fails with
+ * that error; an unsupported knob fails with -EINVAL (see rl_strerror).
+ * Returns 0 and sets *out, or -errno.
+ */
+int rl_loop_open(rl_loop **out, const struct rl_options *opt);
+
+/*
+ * Cancels every request and timer still in flight, runs their callbacks
+ * (with -ECANCELED or their real result), waits for the kernel and worker
+ * threads to let go of them, and frees the loop. Must not be called from a
+ * callback. Returns 0 or -EBUSY when called from inside rl_run().
+ */
+int rl_loop_close(rl_loop *loop);
+
+/* "uring" or "epoll": the backend the loop runs on. */
+const char *rl_loop_backend(const rl_loop *loop);
+
+/* Why the loop chose its backend, e.g. "io_uring_setup: EPERM". */
+const char *rl_loop_backend_reason(const rl_loop *loop);
+
+enum rl_run_mode {
+	RL_RUN_DEFAULT = 0, /* until nothing is alive, or rl_stop() */
+	RL_RUN_ONCE = 1,    /* wait for one batch of completions, run it */
+	RL_RUN_NOWAIT = 2,  /* run what is ready without waiting */
+};
+
+/*
+ * Runs the loop. Returns the number of callbacks it ran (>= 0) or -errno.
+ * Alive means: requests in flight, active timers, queued tasks or refs.
+ */
+int rl_run(rl_loop *loop, enum rl_run_mode mode);
+
+/* Makes the current rl_run() return after the callback batch it is in. */
+void rl_stop(rl_loop *loop);
+
+/* Keep the loop alive with nothing in flight (e.g. while another thread
+ * may rl_post()). Calls must balance. */
+void rl_ref(rl_loop *loop);
+void rl_unref(rl_loop *loop);
+
+/* The loop's idea of now, CLOCK_MONOTONIC in milliseconds, updated once per
+ * iteration. */
+uint64_t rl_now_ms(const rl_loop *loop);
+
+/* A description of a -errno result, including ringloop's own meanings. */
+const char *rl_strerror(int err);
+
+/* --------------------------------------------------------------- counters */
+
+struct rl_stats {
+	uint64_t submissions;	     /* requests accepted by submitting calls */
+	uint64_t completions;	     /* request callbacks run */
+	uint64_t syscalls;	     /* syscalls the loop thread made */
+	uint64_t enters;	     /* ... of which io_uring_enter */
+	uint64_t waits;		     /* ... of which epoll_wait */
+	uint64_t pool_jobs;	     /* jobs handed to the thread pool */
+	uint64_t inline_completions; /* requests finished on the loop thread */
+	uint64_t wakeups;	     /* eventfd wake-ups the loop consumed */
+	uint64_t queued;	     /* requests that waited in user space
+				      * (SQ full, CQ budget or slots) */
+};
+
+void rl_loop_stats(const rl_loop *loop, struct rl_stats *out);
+
+/* --------------------------------------------------------------- requests */
+
+enum rl_op {
+	RL_OP_NONE = 0,
+	RL_OP_OPEN,
+	RL_OP_READ,
+	RL_OP_CLOSE,
+	RL_OP_STAT,
+	RL_OP_READ_FILE,
+};
+
+typedef void (*rl_cb)(rl_req *req);
+
+/* read_file flags */
+enum rl_read_file_flags {
+	/* req->buf is NULL or came from malloc(): the loop may realloc() it to
+	 * fit the whole file. The caller frees req->buf. */
+	RL_READ_FILE_GROW = 1u << 0,
+};
+
+/*
+ * A request. Public fields first: the caller may set data, and reads
+ * result (and buf/len for read_file) in the callback. Fields after
+ * "private" belong to the loop while the request is in flight.
+ */
+struct rl_req {
+	void *data;	/* the caller's, never touched by the loop */
+	int64_t result; /* >= 0 or -errno, valid in the callback */
+	rl_cb cb;
+	rl_loop *loop;
+	uint8_t op;	/* enum rl_op */
+
+	/* Arguments, kept as submitted. For read_file, buf and len describe
+	 * the data in the callback (buf may have been grown). */
+	const char *path;
+	int fd;
+	int flags;
+	unsigned mode;
+	void *buf;
+	size_t len;
+	int64_t offset;
+	struct statx *stx;
+
+	/* private */
+	struct {
+		rl_req *next;	      /* ready, pending and pool queues */
+		uint32_t state;	      /* RL__REQ_* */
+		int32_t slot;	      /* direct descriptor slot, or fd */
+		int32_t step;	      /* backend state machine */
+		int32_t cqes;	      /* CQEs still owed by the kernel */
+		int64_t res[2];	      /* step results kept until the end */
+		size_t cap;	      /* read_file: buffer capacity */
+		struct iovec iov[2];  /* read_file: data + sentinel */
+		char sentinel;	      /* proves "the file is larger" */
+		void (*work)(rl_req *); /* thread pool job */
+	} priv;
+};
+
+/*
+ * Opens path; result is the new fd. The fd is the caller's to close.
+ * If the request is cancelled after the kernel opened the file, the loop
+ * closes the fd itself.
+ */
+int rl_open(rl_loop *loop, rl_req *req, const char *path, int flags,
+	    unsigned mode, rl_cb cb);
+
+/* Reads up to len bytes at offset (or at the fd's position when offset is
+ * -1); result is the byte count, 0 at end of file. */
+int rl_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
+	    int64_t offset, rl_cb cb);
+
+int rl_close(rl_loop *loop, rl_req *req, int fd, rl_cb cb);
+
+/* statx() of path (following symlinks), basic stats, into *stx. */
+int rl_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
+	    rl_cb cb);
+
+/*
+ * Reads the whole file at path to end of file. Without RL_READ_FILE_GROW,
+ * buf/len is the caller's buffer and a file larger than len fails with
+ * -EFBIG. With RL_READ_FILE_GROW, buf (NULL or malloc'ed, len its size) is
+ * grown as needed. result is the file size read; req->buf and req->len
+ * then hold the data and its capacity.
+ */
+int rl_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
+		 size_t len, unsigned flags, rl_cb cb);
+
+/*
+ * Cancels a request in flight: its callback runs with -ECANCELED. Returns 0,
+ * -ENOENT when the request is not in flight (done, or never submitted), or
+ * -EALREADY when it was cancelled already.
+ */
+int rl_cancel(rl_loop *loop, rl_req *req);
+
+/* ----------------------------------------------------------------- timers */
+
+typedef void (*rl_timer_cb)(rl_timer *timer, int status);
+
+/*
+ * A timer: the callback runs with status 0 when it fires, every repeat_ms
+ * again when repeat_ms > 0, and once with -ECANCELED when cancelled. It may
+ * restart or cancel itself from its callback.
+ */
+struct rl_timer {
+	void *data;
+	rl_timer_cb cb;
+	/* private */
+	uint64_t due_ns;
+	uint64_t repeat_ns;
+	uint64_t seq;	  /* FIFO order among equal deadlines */
+	uint32_t index;	  /* position in the heap */
+	uint32_t state;	  /* RL__TIMER_* */
+	rl_timer *next;	  /* cancelled-timer queue */
+};
+
+int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
+		   uint64_t repeat_ms, rl_timer_cb cb);
+
+/* Stops a timer: its callback runs once more with -ECANCELED, on a later
+ * tick. Returns 0 or -ENOENT when the timer is not active. */
+int rl_timer_cancel(rl_loop *loop, rl_timer *timer);
+
+/* ------------------------------------------------- cross-thread wake-ups */
+
+/*
+ * Posts a callback to the loop from any thread. The callback runs once on
+ * the loop thread. A post does not keep the loop alive: a thread that will
+ * post to an otherwise idle loop needs rl_ref() first. Posting to a loop
+ * being closed runs the callback during the close.
+ */
+struct rl_post {
+	void *data;
+	void (*cb)(struct rl_post *post);
+	struct rl_post *next; /* private */
+};
+
+int rl_post(rl_loop *loop, struct rl_post *post, void (*cb)(struct rl_post *post));
+
+/* --------------------------------------------------------------- microtasks */
+
+/*
+ * A task runs on the loop thread after the current batch of callbacks, in
+ * FIFO order, before the loop waits again; tasks queued by tasks run in the
+ * same drain. This is the promise layer's microtask queue.
+ */
+struct rl_task {
+	void (*fn)(rl_task *task);
+	rl_task *next; /* private */
+};
+
+void rl_task_queue(rl_loop *loop, rl_task *task, void (*fn)(rl_task *task));
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RINGLOOP_H */

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timer.c - timers on a binary min-heap keyed by (deadline, start order).
+ *
+ * The heap array grows by doubling when a timer starts and never on the
+ * completion path. Equal deadlines fire in the order the timers started,
+ * so a test can write down the expected order. A cancelled timer leaves the
+ * heap at once and waits on a short list to run its -ECANCELED callback on
+ * the next batch, never inside rl_timer_cancel().
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static bool timer_less(const rl_timer *a, const rl_timer *b)
+{
+	if (a->due_ns != b->due_ns)
+		return a->due_ns < b->due_ns;
+	return a->seq < b->seq;
+}
+
+static void heap_set(rl_loop *loop, uint32_t i, rl_timer *t)
+{
+	loop->heap[i] = t;
+	t->index = i;
+}
+
+static void sift_up(rl_loop *loop, uint32_t i)
+{
+	rl_timer *t = loop->heap[i];
+
+	while (i > 0) {
+		uint32_t parent = (i - 1) / 2;
+
+		if (!timer_less(t, loop->heap[parent]))
+			break;
+		heap_set(loop, i, loop->heap[parent]);
+		i = parent;
+	}
+	heap_set(loop, i, t);
+}
+
+static void sift_down(rl_loop *loop, uint32_t i)
+{
+	rl_timer *t = loop->heap[i];
+
+	for (;;) {
+		uint32_t child = 2 * i + 1;
+
+		if (child >= loop->heap_len)
+			break;
+		if (child + 1 < loop->heap_len &&
+		    timer_less(loop->heap[child + 1], loop->heap[child]))
+			child++;
+		if (!timer_less(loop->heap[child], t))
+			break;
+		heap_set(loop, i, loop->heap[child]);
+		i = child;
+	}
+	heap_set(loop, i, t);
+}
+
+static void heap_remove(rl_loop *loop, rl_timer *t)
+{
+	uint32_t i = t->index;
+	rl_timer *last = loop->heap[--loop->heap_len];
+
+	if (i == loop->heap_len)
+		return;
+	heap_set(loop, i, last);
+	if (i > 0 && timer_less(last, loop->heap[(i - 1) / 2]))
+		sift_up(loop, i);
+	else
+		sift_down(loop, i);
+}
+
+static int heap_insert(rl_loop *loop, rl_timer *t)
+{
+	if (loop->heap_len == loop->heap_cap) {
+		uint32_t cap = loop->heap_cap ? loop->heap_cap * 2 : 16;
+		rl_timer **h = realloc(loop->heap, cap * sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		loop->heap = h;
+		loop->heap_cap = cap;
+	}
+	heap_set(loop, loop->heap_len++, t);
+	sift_up(loop, t->index);
+	return 0;
+}
+
+int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
+		   uint64_t repeat_ms, rl_timer_cb cb)
+{
+	int ret;
+
+	if (!loop || !timer || !cb)
+		return -EINVAL;
+	if (loop->closing)
+		return -ECANCELED;
+	/* Beyond ~584 years of nanoseconds the deadline would wrap. */
+	if (timeout_ms > UINT64_MAX / 2000000u || repeat_ms > UINT64_MAX / 2000000u)
+		return -EINVAL;
+	if (timer->state != RL__TIMER_IDLE)
+		return -EBUSY;
+	timer->cb = cb;
+	timer->due_ns = loop->now_ns + timeout_ms * 1000000u;
+	timer->repeat_ns = repeat_ms * 1000000u;
+	timer->seq = loop->timer_seq++;
+	ret = heap_insert(loop, timer);
+	if (ret < 0)
+		return ret;
+	timer->state = RL__TIMER_ACTIVE;
+	return 0;
+}
+
+int rl_timer_cancel(rl_loop *loop, rl_timer *timer)
+{
+	if (!loop || !timer)
+		return -EINVAL;
+	if (timer->state != RL__TIMER_ACTIVE)
+		return -ENOENT;
+	heap_remove(loop, timer);
+	timer->state = RL__TIMER_CANCELLED;
+	timer->next = NULL;
+	if (loop->cancelled_tail)
+		loop->cancelled_tail->next = timer;
+	else
+		loop->cancelled_head = timer;
+	loop->cancelled_tail = timer;
+	return 0;
+}
+
+int64_t rl__timers_next_ns(rl_loop *loop)
+{
+	uint64_t due;
+
+	if (!loop->heap_len)
+		return -1;
+	due = loop->heap[0]->due_ns;
+	return due <= loop->now_ns ? 0 : (int64_t)(due - loop->now_ns);
+}
+
+bool rl__timers_alive(const rl_loop *loop)
+{
+	return loop->heap_len || loop->cancelled_head;
+}
+
+int rl__timers_run(rl_loop *loop)
+{
+	/* Timers started (or re-armed) during this pass wait for the next
+	 * one, so a callback restarting itself with 0 ms cannot spin here. */
+	uint64_t limit = loop->timer_seq;
+	int n = 0;
+
+	/* Cancelled timers first: their cancel happened before this batch. */
+	while (loop->cancelled_head) {
+		rl_timer *t = loop->cancelled_head;
+
+		loop->cancelled_head = t->next;
+		if (!loop->cancelled_head)
+			loop->cancelled_tail = NULL;
+		t->next = NULL;
+		t->state = RL__TIMER_IDLE;
+		t->cb(t, -ECANCELED);
+		n++;
+	}
+	/* A repeating timer is re-armed from now, not from its old deadline,
+	 * so a slow callback cannot make it fire in a burst; it goes back
+	 * with a fresh seq, after every timer already due in this pass. */
+	while (loop->heap_len && loop->heap[0]->due_ns <= loop->now_ns &&
+	       loop->heap[0]->seq < limit) {
+		rl_timer *t = loop->heap[0];
+
+		heap_remove(loop, t);
+		if (t->repeat_ns) {
+			t->due_ns = loop->now_ns + t->repeat_ns;
+			t->seq = loop->timer_seq++;
+			heap_insert(loop, t); /* cannot fail: it just left */
+		} else {
+			t->state = RL__TIMER_IDLE;
+		}
+		t->cb(t, 0);
+		n++;
+	}
+	return n;
+}
+
+void rl__timers_cancel_all(rl_loop *loop)
+{
+	while (loop->heap_len)
+		rl_timer_cancel(loop, loop->heap[0]);
+}
+
+void rl__timers_free(rl_loop *loop)
+{
+	free(loop->heap);
+	loop->heap = NULL;
+	loop->heap_len = loop->heap_cap = 0;
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/* helpers.c - scratch files, backend parameters and end-of-test checks. */
+#include "helpers.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const struct tp backends[] = {
+	{ RL_BACKEND_URING, 0, "uring" },
+	{ RL_BACKEND_URING, RL_NO_LINK, "uring-nolink" },
+	{ RL_BACKEND_URING, RL_NO_DIRECT, "uring-nodirect" },
+#ifndef RL_TEST_URING_ONLY
+	{ RL_BACKEND_EPOLL, 0, "epoll" },
+	{ RL_BACKEND_EPOLL, RL_NO_INLINE, "epoll-pool" },
+#endif
+};
+
+struct criterion_test_params tp_backends(void)
+{
+	return cr_make_param_array(struct tp, (struct tp *)backends,
+				   sizeof(backends) / sizeof(backends[0]));
+}
+
+static char dir[256];
+static char pathbuf[4][512];
+static int pathi;
+static int fd_baseline = -1;
+
+rl_loop *tloop_opts(const struct tp *tp, struct rl_options *opt)
+{
+	struct rl_options local;
+	rl_loop *loop = NULL;
+	int ret;
+
+	if (!opt) {
+		rl_options_init(&local);
+		opt = &local;
+	}
+	opt->backend = tp->backend;
+	opt->flags |= tp->flags;
+	if (fd_baseline < 0)
+		fd_baseline = tfd_count();
+	ret = rl_loop_open(&loop, opt);
+	cr_assert_eq(ret, 0, "rl_loop_open(%s): %s", tp->name,
+		     rl_strerror(ret));
+	cr_assert_str_eq(rl_loop_backend(loop),
+			 tp->backend == RL_BACKEND_URING ? "uring" : "epoll");
+	return loop;
+}
+
+rl_loop *tloop(const struct tp *tp)
+{
+	return tloop_opts(tp, NULL);
+}
+
+void tclose(rl_loop *loop)
+{
+	cr_assert_eq(rl_loop_close(loop), 0);
+	if (fd_baseline >= 0)
+		cr_assert_eq(tfd_count(), fd_baseline,
+			     "fds leaked: %d open, %d at start", tfd_count(),
+			     fd_baseline);
+	fd_baseline = -1;
+}
+
+void trun(rl_loop *loop)
+{
+	int ret = rl_run(loop, RL_RUN_DEFAULT);
+
+	cr_assert_geq(ret, 0, "rl_run: %s", rl_strerror(ret));
+}
+
+static void rm_tree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	char sub[768];
+
+	if (!d) {
+		unlink(path);
+		return;
+	}
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+		rm_tree(sub);
+	}
+	closedir(d);
+	rmdir(path);
+}
+
+static void cleanup_dir(void)
+{
+	if (dir[0])
+		rm_tree(dir);
+}
+
+const char *tdir(void)
+{
+	if (!dir[0]) {
+		const char *base = getenv("TMPDIR");
+
+		snprintf(dir, sizeof(dir), "%s/ringloop-test-XXXXXX",
+			 base && *base ? base : "/tmp");
+		cr_assert_not_null(mkdtemp(dir));
+		atexit(cleanup_dir);
+	}
+	return dir;
+}
+
+const char *tpath(const char *name)
+{
+	char *p = pathbuf[pathi++ % 4];
+
+	snprintf(p, sizeof(pathbuf[0]), "%s/%s", tdir(), name);
+	return p;
+}
+
+unsigned char tbyte(const char *name, size_t off)
+{
+	unsigned h = 2166136261u;
+
+	for (const char *c = name; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	return (unsigned char)((h >> 8) + off * 31 + (off >> 9));
+}
+
+const char *tfile(const char *name, size_t len)
+{
+	const char *path = tpath(name);
+	unsigned char chunk[8192];
+	size_t off = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	cr_assert_geq(fd, 0, "create %s: %s", path, strerror(errno));
+	while (off < len) {
+		size_t n = len - off < sizeof(chunk) ? len - off : sizeof(chunk);
+
+		for (size_t i = 0; i < n; i++)
+			chunk[i] = tbyte(name, off + i);
+		cr_assert_eq(write(fd, chunk, n), (ssize_t)n);
+		off += n;
+	}
+	close(fd);
+	return path;
+}
+
+void tcheck(const char *name, const void *buf, size_t len)
+{
+	const unsigned char *b = buf;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != tbyte(name, i))
+			cr_assert_fail("%s: byte %zu is %u, want %u", name, i,
+				       b[i], tbyte(name, i));
+}
+
+int tfd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* the directory's own fd */
+}

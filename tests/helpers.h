@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * helpers.h - what every test file shares: the backend parameters, a
+ * scratch directory with real files, and the end-of-test checks.
+ *
+ * Every behaviour test is a BACKEND_TEST: Criterion runs it once per
+ * backend configuration in tp_backends(), each in its own process.
+ */
+#ifndef RL_TEST_HELPERS_H
+#define RL_TEST_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stddef.h>
+
+#include "ringloop.h"
+
+struct tp {
+	int backend;
+	unsigned flags;
+	const char *name;
+};
+
+/* The backend configurations every behaviour test runs on. */
+struct criterion_test_params tp_backends(void);
+
+#define BACKEND_TEST(suite, name, ...)                                     \
+	ParameterizedTestParameters(suite, name)                           \
+	{                                                                  \
+		return tp_backends();                                      \
+	}                                                                  \
+	ParameterizedTest(const struct tp *tp, suite, name, ##__VA_ARGS__)
+
+/* Opens a loop on tp's backend; fails the test if it cannot. */
+rl_loop *tloop(const struct tp *tp);
+rl_loop *tloop_opts(const struct tp *tp, struct rl_options *opt);
+
+/* Closes the loop and checks that nothing is left: no fd beyond those open
+ * when the test started (see tfd_baseline). */
+void tclose(rl_loop *loop);
+
+/* A fresh scratch directory for this test; paths inside it. */
+const char *tdir(void);
+const char *tpath(const char *name);
+/* Writes len bytes of a known pattern (seeded by name) to tpath(name). */
+const char *tfile(const char *name, size_t len);
+/* The byte the pattern has at offset off for file name. */
+unsigned char tbyte(const char *name, size_t off);
+/* Checks buf holds the pattern of file name from offset 0. */
+void tcheck(const char *name, const void *buf, size_t len);
+
+/* Number of open fds of this process. */
+int tfd_count(void);
+
+/* Runs the loop to idle and asserts it returned >= 0. */
+void trun(rl_loop *loop);
+
+#endif

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/* test_fs.c - file requests: results, errors and callback counts. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+struct seen {
+	int calls;
+	int64_t result;
+};
+
+static void count_cb(rl_req *req)
+{
+	struct seen *s = req->data;
+
+	s->calls++;
+	s->result = req->result;
+}
+
+BACKEND_TEST(fs, read_file_small)
+{
+	const char *path = tfile("small", 12);
+	struct seen s = { 0 };
+	char buf[4096];
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, sizeof(buf), 0,
+				  count_cb), 0);
+	cr_assert_eq(s.calls, 0, "callback ran inside the submitting call");
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 12);
+	tcheck("small", buf, 12);
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, read_file_empty)
+{
+	const char *path = tfile("empty", 0);
+	struct seen s = { 0 };
+	char buf[16];
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, sizeof(buf), 0,
+				  count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 0);
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, read_file_exact_fit_and_too_big)
+{
+	const char *exact = tfile("exact", 64);
+	const char *big = tfile("big", 65);
+	struct seen s1 = { 0 }, s2 = { 0 };
+	char b1[64], b2[64];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &r1, exact, b1, 64, 0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, big, b2, 64, 0, count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s1.calls, 1);
+	cr_assert_eq(s1.result, 64);
+	tcheck("exact", b1, 64);
+	cr_assert_eq(s2.calls, 1);
+	cr_assert_eq(s2.result, -EFBIG);
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, read_file_grows_for_large_file)
+{
+	size_t size = 5u << 20; /* several MB, far past the first guess */
+	const char *path = tfile("large", size);
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &req, path, NULL, 0,
+				  RL_READ_FILE_GROW, count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, (int64_t)size, "result %lld",
+		     (long long)s.result);
+	cr_assert_geq(req.len, size);
+	tcheck("large", req.buf, size);
+	free(req.buf);
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, read_file_grow_exact_power_of_two)
+{
+	const char *path = tfile("pow2", 8192);
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &req, path, NULL, 4096,
+				  RL_READ_FILE_GROW, count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 8192);
+	tcheck("pow2", req.buf, 8192);
+	free(req.buf);
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, read_file_missing_and_directory)
+{
+	struct seen s1 = { 0 }, s2 = { 0 };
+	char buf[64];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &r1, tpath("nope"), buf, sizeof(buf),
+				  0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, tdir(), buf, sizeof(buf), 0,
+				  count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s1.calls, 1);
+	cr_assert_eq(s1.result, -ENOENT);
+	cr_assert_eq(s2.calls, 1);
+	cr_assert_eq(s2.result, -EISDIR);
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, bad_arguments_fail_synchronously)
+{
+	char buf[8];
+	char longpath[PATH_MAX + 8];
+	rl_req req = { 0 };
+	struct statx stx;
+	rl_loop *loop = tloop(tp);
+
+	memset(longpath, 'a', sizeof(longpath) - 1);
+	longpath[sizeof(longpath) - 1] = 0;
+	cr_assert_eq(rl_read_file(loop, &req, NULL, buf, 8, 0, count_cb),
+		     -EFAULT);
+	cr_assert_eq(rl_read_file(loop, &req, "", buf, 8, 0, count_cb),
+		     -ENOENT);
+	cr_assert_eq(rl_read_file(loop, &req, longpath, buf, 8, 0, count_cb),
+		     -ENAMETOOLONG);
+	cr_assert_eq(rl_read_file(loop, &req, "x", NULL, 8, 0, count_cb),
+		     -EFAULT);
+	cr_assert_eq(rl_read_file(loop, &req, "x", buf, 8, 0x80, count_cb),
+		     -EINVAL);
+	cr_assert_eq(rl_read_file(loop, &req, "x", buf, 8, 0, NULL), -EINVAL);
+	cr_assert_eq(rl_read(loop, &req, -1, buf, 8, 0, count_cb), -EBADF);
+	cr_assert_eq(rl_read(loop, &req, 0, NULL, 8, 0, count_cb), -EFAULT);
+	cr_assert_eq(rl_read(loop, &req, 0, buf, 8, -2, count_cb), -EINVAL);
+	cr_assert_eq(rl_read(loop, &req, 0, buf, (size_t)1 << 40, 0,
+			     count_cb), -EINVAL);
+	cr_assert_eq(rl_close(loop, &req, -5, count_cb), -EBADF);
+	cr_assert_eq(rl_stat(loop, &req, "x", NULL, count_cb), -EFAULT);
+	cr_assert_eq(rl_stat(loop, &req, NULL, &stx, count_cb), -EFAULT);
+	cr_assert_eq(rl_open(loop, &req, NULL, O_RDONLY, 0, count_cb),
+		     -EFAULT);
+	cr_assert_eq(rl_cancel(loop, &req), -EINVAL, "never submitted");
+	cr_assert_eq(rl_run(loop, RL_RUN_DEFAULT), 0, "no callback may run");
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, resubmit_in_flight_is_ebusy)
+{
+	const char *path = tfile("busy", 10);
+	struct seen s = { 0 };
+	char buf[64];
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, count_cb),
+		     -EBUSY);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 10);
+	tclose(loop);
+}
+
+/* open -> read at an offset -> read at the position -> stat -> close,
+ * each started from the previous callback. */
+struct seq {
+	rl_loop *loop;
+	rl_req req;
+	int step;
+	int fd;
+	char buf[64];
+	struct statx stx;
+	const char *path;
+	int64_t results[6];
+};
+
+static void seq_cb(rl_req *req)
+{
+	struct seq *q = req->data;
+	int ret = 0;
+
+	q->results[q->step++] = req->result;
+	switch (q->step) {
+	case 1:
+		cr_assert_geq(req->result, 0, "open: %s",
+			      rl_strerror((int)req->result));
+		q->fd = (int)req->result;
+		ret = rl_read(q->loop, &q->req, q->fd, q->buf, 10, 5, seq_cb);
+		break;
+	case 2:
+		ret = rl_read(q->loop, &q->req, q->fd, q->buf + 10, 20, -1,
+			      seq_cb);
+		break;
+	case 3:
+		ret = rl_stat(q->loop, &q->req, q->path, &q->stx, seq_cb);
+		break;
+	case 4:
+		ret = rl_close(q->loop, &q->req, q->fd, seq_cb);
+		break;
+	case 5:
+		ret = rl_close(q->loop, &q->req, q->fd, seq_cb);
+		break;
+	}
+	cr_assert_eq(ret, 0);
+}
+
+BACKEND_TEST(fs, open_read_stat_close)
+{
+	struct seq q = { 0 };
+	rl_loop *loop = tloop(tp);
+
+	q.loop = loop;
+	q.req.data = &q;
+	q.path = tfile("seq", 100);
+	cr_assert_eq(rl_open(loop, &q.req, q.path, O_RDONLY | O_CLOEXEC, 0,
+			     seq_cb), 0);
+	trun(loop);
+	cr_assert_eq(q.step, 5);
+	cr_assert_eq(q.results[1], 10);
+	cr_assert_eq(q.buf[0], (char)tbyte("seq", 5));
+	cr_assert_eq(q.buf[9], (char)tbyte("seq", 14));
+	/* The positional read did not move the fd's offset: the read at the
+	 * current position starts at 0. */
+	cr_assert_eq(q.results[2], 20);
+	tcheck("seq", q.buf + 10, 20);
+	cr_assert_eq(q.results[3], 0);
+	cr_assert_eq(q.stx.stx_size, 100);
+	cr_assert_eq(q.results[4], 0);
+	cr_assert_eq(q.results[5], -EBADF, "second close of the same fd");
+	tclose(loop);
+}
+
+BACKEND_TEST(fs, errors_from_the_kernel)
+{
+	struct seen s[4] = { 0 };
+	rl_req r[4];
+	char buf[8];
+	struct statx stx;
+	rl_loop *loop = tloop(tp);
+
+	for (int i = 0; i < 4; i++)
+		r[i] = (rl_req){ .data = &s[i] };
+	cr_assert_eq(rl_open(loop, &r[0], tpath("missing"), O_RDONLY, 0,
+			     count_cb), 0);
+	cr_assert_eq(rl_read(loop, &r[1], 1000, buf, 8, 0, count_cb), 0);
+	cr_assert_eq(rl_stat(loop, &r[2], tpath("missing"), &stx, count_cb),
+		     0);
+	cr_assert_eq(rl_close(loop, &r[3], 1001, count_cb), 0);
+	trun(loop);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(s[i].calls, 1);
+	cr_assert_eq(s[0].result, -ENOENT);
+	cr_assert_eq(s[1].result, -EBADF);
+	cr_assert_eq(s[2].result, -ENOENT);
+	cr_assert_eq(s[3].result, -EBADF);
+	tclose(loop);
+}
+
+/* More reads at once than the SQ, the CQ budget and the slot table hold:
+ * every one must complete, correctly, nothing dropped. */
+BACKEND_TEST(fs, many_parallel_reads_queue_not_fail)
+{
+	enum { N = 5000 };
+	const char *path = tfile("many", 12);
+	struct rl_options opt;
+	static rl_req reqs[N];
+	static char bufs[N][32];
+	struct seen s = { 0 };
+	struct rl_stats st;
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.entries = 16;
+	opt.cq_entries = 64;
+	opt.direct_slots = 8;
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s };
+		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
+					  count_cb), 0);
+	}
+	trun(loop);
+	cr_assert_eq(s.calls, N);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(reqs[i].result, 12);
+		tcheck("many", bufs[i], 12);
+	}
+	rl_loop_stats(loop, &st);
+	cr_assert_eq(st.submissions, N);
+	cr_assert_eq(st.completions, N);
+	tclose(loop);
+}

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/* test_loop.c - lifecycle, run modes, stop, close with work in flight,
+ * cancel, posts from other threads, tasks and counters. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+struct seen {
+	int calls;
+	int64_t result;
+};
+
+static void count_cb(rl_req *req)
+{
+	struct seen *s = req->data;
+
+	s->calls++;
+	s->result = req->result;
+}
+
+BACKEND_TEST(loop, open_run_empty_close)
+{
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_run(loop, RL_RUN_DEFAULT), 0);
+	cr_assert_eq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_run(loop, (enum rl_run_mode)7), -EINVAL);
+	tclose(loop);
+}
+
+Test(loop, bad_options)
+{
+	struct rl_options opt;
+	rl_loop *loop = (rl_loop *)1;
+
+	cr_assert_eq(rl_loop_open(NULL, NULL), -EINVAL);
+	rl_options_init(&opt);
+	opt.backend = 42;
+	cr_assert_eq(rl_loop_open(&loop, &opt), -EINVAL);
+	cr_assert_null(loop);
+	rl_options_init(&opt);
+	opt.backend = RL_BACKEND_URING;
+	opt.flags = RL_DEFER_TASKRUN; /* needs SINGLE_ISSUER */
+	cr_assert_eq(rl_loop_open(&loop, &opt), -EINVAL);
+}
+
+/* Close with requests in flight: each callback runs exactly once, with
+ * -ECANCELED or its real result; no fd is left open. */
+BACKEND_TEST(loop, close_with_requests_in_flight)
+{
+	enum { N = 300 };
+	const char *path = tfile("inflight", 100);
+	static rl_req reqs[N];
+	static char bufs[N][128];
+	struct seen s = { 0 };
+	rl_loop *loop = tloop(tp);
+	int cancelled = 0, done = 0;
+
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s };
+		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 128, 0,
+					  count_cb), 0);
+	}
+	cr_assert_eq(s.calls, 0);
+	tclose(loop);
+	cr_assert_eq(s.calls, N);
+	for (int i = 0; i < N; i++) {
+		if (reqs[i].result == -ECANCELED)
+			cancelled++;
+		else if (reqs[i].result == 100)
+			done++;
+	}
+	cr_assert_eq(cancelled + done, N, "only -ECANCELED or 100 allowed");
+}
+
+static void resubmit_during_close_cb(rl_req *req)
+{
+	struct seen *s = req->data;
+	char buf[4];
+
+	s->calls++;
+	s->result = rl_read_file(req->loop, req, "/nonexistent", buf, 4, 0,
+				 resubmit_during_close_cb);
+}
+
+BACKEND_TEST(loop, submit_during_close_fails_fast)
+{
+	const char *path = tfile("closing", 10);
+	struct seen s = { 0 };
+	char buf[64];
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0,
+				  resubmit_during_close_cb), 0);
+	tclose(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, -ECANCELED);
+}
+
+BACKEND_TEST(loop, cancel_request)
+{
+	const char *path = tfile("cancel", 10);
+	struct seen s1 = { 0 }, s2 = { 0 };
+	char b1[64], b2[64];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &r1, path, b1, 64, 0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 64, 0, count_cb), 0);
+	cr_assert_eq(rl_cancel(loop, &r1), 0);
+	cr_assert_eq(rl_cancel(loop, &r1), -EALREADY);
+	trun(loop);
+	cr_assert_eq(s1.calls, 1);
+	cr_assert_eq(s1.result, -ECANCELED);
+	cr_assert_eq(s2.calls, 1);
+	cr_assert_eq(s2.result, 10);
+	cr_assert_eq(rl_cancel(loop, &r2), -ENOENT, "already completed");
+	tclose(loop);
+}
+
+/* A read on a pipe with no writer would wait forever: cancel must end it. */
+BACKEND_TEST(loop, cancel_blocked_pipe_read)
+{
+	int p[2];
+	struct seen s = { 0 };
+	char buf[16];
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	cr_assert_eq(rl_read(loop, &req, p[0], buf, sizeof(buf), -1,
+			     count_cb), 0);
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(s.calls, 0);
+	cr_assert_eq(rl_cancel(loop, &req), 0);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, -ECANCELED);
+	close(p[0]);
+	close(p[1]);
+	tclose(loop);
+}
+
+struct poster {
+	rl_loop *loop;
+	struct rl_post posts[100];
+	atomic_int *ran;
+};
+
+static void post_cb(struct rl_post *post)
+{
+	struct poster *p = post->data;
+
+	atomic_fetch_add(p->ran, 1);
+	if (atomic_load(p->ran) == 100)
+		rl_unref(p->loop);
+}
+
+static void *post_thread(void *arg)
+{
+	struct poster *p = arg;
+
+	for (int i = 0; i < 100; i++) {
+		p->posts[i].data = p;
+		cr_assert_eq(rl_post(p->loop, &p->posts[i], post_cb), 0);
+		if (i % 10 == 0)
+			usleep(100);
+	}
+	return NULL;
+}
+
+BACKEND_TEST(loop, post_from_another_thread)
+{
+	atomic_int ran = 0;
+	struct poster p = { .ran = &ran };
+	pthread_t th;
+	rl_loop *loop = tloop(tp);
+
+	p.loop = loop;
+	rl_ref(loop);
+	cr_assert_eq(pthread_create(&th, NULL, post_thread, &p), 0);
+	trun(loop);
+	pthread_join(th, NULL);
+	cr_assert_eq(atomic_load(&ran), 100);
+	tclose(loop);
+}
+
+struct order {
+	int log[16];
+	int n;
+	rl_loop *loop;
+	rl_task tasks[4];
+};
+
+static struct order *g_order;
+
+static void task_log(rl_task *t)
+{
+	int idx = (int)(t - g_order->tasks);
+
+	g_order->log[g_order->n++] = 10 + idx;
+	if (idx == 0) /* a task queued by a task runs in the same drain */
+		rl_task_queue(g_order->loop, &g_order->tasks[3], task_log);
+}
+
+static void task_req_cb(rl_req *req)
+{
+	g_order->log[g_order->n++] = (int)(intptr_t)req->data;
+	if ((intptr_t)req->data == 1) {
+		rl_task_queue(g_order->loop, &g_order->tasks[0], task_log);
+		rl_task_queue(g_order->loop, &g_order->tasks[1], task_log);
+	}
+}
+
+BACKEND_TEST(loop, tasks_run_after_the_callback_batch)
+{
+	struct order o = { 0 };
+	rl_req r = { .data = (void *)(intptr_t)1 };
+	char buf[64];
+	const char *path = tfile("tasks", 5);
+	rl_loop *loop = tloop(tp);
+
+	g_order = &o;
+	o.loop = loop;
+	cr_assert_eq(rl_read_file(loop, &r, path, buf, 64, 0, task_req_cb), 0);
+	trun(loop);
+	cr_assert_eq(o.n, 4);
+	cr_assert_eq(o.log[0], 1);
+	cr_assert_eq(o.log[1], 10);
+	cr_assert_eq(o.log[2], 11);
+	cr_assert_eq(o.log[3], 13);
+	tclose(loop);
+}
+
+static void stop_cb(rl_req *req)
+{
+	struct seen *s = req->data;
+
+	s->calls++;
+	rl_stop(req->loop);
+}
+
+BACKEND_TEST(loop, stop_returns_and_run_resumes)
+{
+	const char *path = tfile("stop", 3);
+	struct seen s1 = { 0 }, s2 = { 0 };
+	char b1[8], b2[8];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_read_file(loop, &r1, path, b1, 8, 0, stop_cb), 0);
+	trun(loop);
+	cr_assert_eq(s1.calls, 1);
+	/* A request submitted after stop runs on the next rl_run(). */
+	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 8, 0, count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s2.calls, 1);
+	cr_assert_eq(s2.result, 3);
+	tclose(loop);
+}
+
+BACKEND_TEST(loop, counters)
+{
+	const char *path = tfile("stats", 12);
+	struct seen s = { 0 };
+	char buf[64];
+	rl_req req = { .data = &s };
+	struct rl_stats before, after;
+	rl_loop *loop = tloop(tp);
+
+	rl_loop_stats(loop, &before);
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, count_cb), 0);
+	trun(loop);
+	rl_loop_stats(loop, &after);
+	cr_assert_eq(after.submissions - before.submissions, 1);
+	cr_assert_eq(after.completions - before.completions, 1);
+	cr_assert_geq(after.syscalls - before.syscalls, 1);
+	if (tp->backend == RL_BACKEND_URING && tp->flags == 0)
+		cr_assert_eq(after.enters - before.enters, 1,
+			     "a small read_file is one io_uring_enter, got %llu",
+			     (unsigned long long)(after.enters - before.enters));
+	tclose(loop);
+}
