@@ -40,7 +40,7 @@ TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 HDRS     := $(wildcard loop/*.h styles/*.h bench/*.h tests/*.h)
 
 .PHONY: all deps lib bench bench-build bench-plot bench-peers test test-build \
-        test-run test-san test-valgrind test-aarch64 fuzz format tidy clean compdb
+        test-run test-san test-valgrind fuzz format tidy clean compdb
 
 all: bench-build
 
@@ -117,3 +117,6 @@ tidy:
 
 clean:
 	rm -rf build build-san build-* bench/ringbench
+
+# Per-area additions (e.g. mk/coro.mk for test-aarch64) live in mk/.
+-include $(wildcard mk/*.mk)
