@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * promise.h - promises and combinators over the ringloop event loop.
+ *
+ * A promise settles once: fulfilled with a value, or rejected with an error
+ * (a negative int: -errno, or a code of the program's own, see RL_EUSER).
+ * Later settles are ignored and reported by their return value. Reactions
+ * (then, catch, finally, combinator inputs) never run inside the call that
+ * settles a promise or attaches a reaction: they run from the loop's
+ * microtask queue (rl_task_queue), drained on the loop thread after every
+ * batch of callbacks, in the order JavaScript would run them. Chains of any
+ * length therefore run with a constant stack depth.
+ *
+ * THE CONTEXT. Promises and reaction records come from pools owned by a
+ * struct rl_promise_ctx, one per loop, opened with rl_promise_ctx_open().
+ * The pools grow in chunks and recycle records, so steady state does not
+ * call malloc. rl_promise_ctx_close() frees the pools; call it after
+ * rl_loop_close() (which runs every pending request's callback with
+ * -ECANCELED, so those promises reject with -ECANCELED and their reactions
+ * run during the close), or earlier when no request, timer or microtask of
+ * the context is in flight - otherwise it returns -EBUSY and frees nothing.
+ * Every promise handle becomes invalid once the context is closed.
+ * rl_promise_ctx_live() counts live promises: 0 when everything was freed.
+ *
+ * OWNERSHIP: REFERENCES MOVE. Every function that returns a promise gives
+ * the caller one reference to it. Every function that takes a promise
+ * argument CONSUMES the caller's reference to it (rl_then, rl_catch,
+ * rl_finally, rl_all..., rl_promise_subscribe, rl_promise_adopt, and
+ * setting out->adopt in a reaction). So a chain is written without any
+ * bookkeeping:
+ *
+ *	p = rl_then(rl_promise_read_file(ctx, path, buf, len), on_data, NULL, arg);
+ *	p = rl_catch(p, on_error, arg);
+ *	rl_promise_unref(p);		// not interested in the end result
+ *
+ * To keep using a promise after passing it on, take another reference
+ * first with rl_promise_ref(). Drop a reference with rl_promise_unref().
+ * A promise is freed when no reference is left; pending work keeps what it
+ * needs alive by itself (a request in flight holds its promise, a reaction
+ * holds the promise it will settle), so a dropped promise still runs its
+ * chain to the end, and a promise nothing can settle any more (e.g. a
+ * dropped rl_promise_new() one, or race of none) is freed with its
+ * reactions. Functions taking a promise accept NULL (an earlier allocation
+ * failure) and then return NULL themselves; NULL is returned only when
+ * memory runs out.
+ *
+ * VALUES. A value is struct rl_value { int64_t i; void *p; }: a number, a
+ * pointer, or both (a length and a data pointer). What each source gives:
+ *
+ *	rl_promise_read_file   i = bytes read, p = buf (the caller's buffer)
+ *	rl_promise_read        i = bytes read (0 at EOF), p = buf
+ *	rl_promise_open        i = the fd (the program's to close), p = NULL
+ *	rl_promise_close       i = 0
+ *	rl_promise_stat        i = 0, p = stx (the caller's struct statx)
+ *	rl_promise_sleep       i = 0
+ *	rl_all                 i = n, p = struct rl_value[n], in input order
+ *	rl_all_settled         i = n, p = struct rl_settlement[n]
+ *	rl_any                 the first fulfilment's value
+ *	rl_race                the first settlement's value or error
+ *
+ * A rejection carries an error and a value too (usually {0, NULL}); any()
+ * rejects with RL_EAGGREGATE and value i = n, p = struct rl_settlement[n],
+ * every input's error in input order.
+ *
+ * The arrays of all(), all_settled() and any() belong to the combinator's
+ * promise. They stay valid while that promise lives - and a promise that
+ * settles with the same value (a then that passes it on, an adoption)
+ * keeps the owner alive too, so the pointer stays good down the chain.
+ * Buffers and structs the caller passed in (buf, stx) stay the caller's.
+ *
+ * All of this must be called on the loop thread.
+ */
+#ifndef RL_PROMISE_H
+#define RL_PROMISE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringloop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_promise rl_promise;
+typedef struct rl_promise_ctx rl_promise_ctx;
+
+/* any() rejected because every input rejected (see rl_any). */
+#define RL_EAGGREGATE (-100000)
+/* Program-defined error codes should be <= RL_EUSER, away from -errno. */
+#define RL_EUSER (-200000)
+
+struct rl_value {
+	int64_t i;
+	void *p;
+};
+
+/* The outcome of a settled promise: err == 0 fulfilled with value, err < 0
+ * rejected with err (and value as its detail). */
+struct rl_settlement {
+	int err;
+	struct rl_value value;
+};
+
+enum rl_promise_state {
+	RL_PROMISE_PENDING = 0,
+	RL_PROMISE_FULFILLED = 1,
+	RL_PROMISE_REJECTED = 2,
+};
+
+/* ---------------------------------------------------------------- context */
+
+/* Opens the promise context of loop. Returns 0 and sets *out, or -errno. */
+int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out);
+
+/* Frees the context and its pools (see above): 0, or -EBUSY while a
+ * request, timer or microtask of the context is still in flight. */
+int rl_promise_ctx_close(rl_promise_ctx *ctx);
+
+/* Promises alive now (a debug count; 0 when nothing leaked). */
+size_t rl_promise_ctx_live(const rl_promise_ctx *ctx);
+
+rl_loop *rl_promise_ctx_loop(const rl_promise_ctx *ctx);
+
+/* --------------------------------------------------------- basic promises */
+
+/* A pending promise the program settles itself. */
+rl_promise *rl_promise_new(rl_promise_ctx *ctx);
+/* Promises already fulfilled with value, or rejected with err (< 0). */
+rl_promise *rl_promise_resolved(rl_promise_ctx *ctx, struct rl_value value);
+rl_promise *rl_promise_rejected(rl_promise_ctx *ctx, int err);
+
+/*
+ * Settle p. They do not consume the caller's reference to p. Return 0, or
+ * -EALREADY when p was settled (or resolved to another promise) already;
+ * the later settle is then ignored. rl_promise_reject needs err < 0
+ * (-EINVAL otherwise). rl_promise_adopt resolves p to q: p settles as q
+ * does (two microtasks later, like JavaScript's resolve(thenable)); it
+ * consumes the reference to q, also when it fails.
+ */
+int rl_promise_resolve(rl_promise *p, struct rl_value value);
+int rl_promise_reject(rl_promise *p, int err);
+int rl_promise_reject_value(rl_promise *p, int err, struct rl_value value);
+int rl_promise_adopt(rl_promise *p, rl_promise *q);
+
+rl_promise *rl_promise_ref(rl_promise *p);
+void rl_promise_unref(rl_promise *p);
+
+/* State, and the outcome once settled (*out untouched while pending). */
+enum rl_promise_state rl_promise_state(const rl_promise *p);
+enum rl_promise_state rl_promise_result(const rl_promise *p,
+					struct rl_settlement *out);
+
+/* --------------------------------------------------------------- reactions */
+
+/*
+ * What a reaction sees and decides. On entry, err/value hold the source's
+ * outcome. The reaction leaves them as they are (pass it on), changes them
+ * (fulfil with another value: err = 0; reject, i.e. "throw": err < 0), or
+ * sets adopt to a promise (reference moved) whose outcome the derived
+ * promise will take, as when a JavaScript handler returns a promise.
+ */
+struct rl_outcome {
+	int err;
+	struct rl_value value;
+	rl_promise *adopt;
+};
+
+typedef void (*rl_reaction_fn)(struct rl_outcome *out, void *arg);
+
+/*
+ * then: when p fulfils, on_ok runs (NULL: pass the value on); when it
+ * rejects, on_err runs (NULL: pass the error on). Returns the derived
+ * promise. Consumes the reference to p.
+ */
+rl_promise *rl_then(rl_promise *p, rl_reaction_fn on_ok,
+		    rl_reaction_fn on_err, void *arg);
+/* then(p, NULL, on_err, arg). */
+rl_promise *rl_catch(rl_promise *p, rl_reaction_fn on_err, void *arg);
+/*
+ * finally: fn runs on either outcome (out shows it); the derived promise
+ * settles like p, unless fn throws (sets a different err < 0) or sets
+ * adopt to a promise that rejects: then it rejects with that error. With
+ * adopt set, the derived promise waits for that promise first.
+ */
+rl_promise *rl_finally(rl_promise *p, rl_reaction_fn fn, void *arg);
+
+/*
+ * The low-level hook for other layers (e.g. a coroutine's await): fn runs
+ * once from a microtask when p has settled (a later microtask if p is
+ * settled already), and receives the caller's reference to p, which it
+ * must drop with rl_promise_unref(). If p can never settle and nothing
+ * else holds it, p is freed and fn never runs.
+ */
+typedef void (*rl_settle_fn)(rl_promise *p, void *arg);
+void rl_promise_subscribe(rl_promise *p, rl_settle_fn fn, void *arg);
+
+/* ------------------------------------------------------------- combinators */
+
+/*
+ * JavaScript's Promise.all/allSettled/any/race over ps[0..n-1]. They
+ * consume the n references (ps itself stays the caller's and may be reused
+ * at once). Inputs may be settled already; NULL inputs give NULL.
+ *
+ *   all:         fulfils with every value in input order (struct rl_value
+ *                array); rejects with the first rejection; all of none
+ *                fulfils at once.
+ *   all_settled: never rejects; fulfils with a struct rl_settlement per
+ *                input, in input order.
+ *   any:         fulfils with the first fulfilment; when every input
+ *                rejected, rejects with RL_EAGGREGATE, value.p = struct
+ *                rl_settlement[n] holding each input's error in input
+ *                order. any of none rejects at once (value.i = 0).
+ *   race:        settles as the first input that settles; race of none
+ *                never settles.
+ */
+rl_promise *rl_all(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
+rl_promise *rl_all_settled(rl_promise_ctx *ctx, rl_promise *const *ps,
+			   size_t n);
+rl_promise *rl_any(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
+rl_promise *rl_race(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
+
+/* ------------------------------------------------------ loop request promises */
+
+/*
+ * Promises for the loop's requests (see ringloop.h for the requests
+ * themselves). A request that fails to submit gives a promise rejected
+ * with that error. When the loop closes, pending ones reject with
+ * -ECANCELED. buf, path and stx must stay valid until the promise settles.
+ */
+rl_promise *rl_promise_read_file(rl_promise_ctx *ctx, const char *path,
+				 void *buf, size_t len);
+rl_promise *rl_promise_open(rl_promise_ctx *ctx, const char *path, int flags,
+			    unsigned mode);
+rl_promise *rl_promise_read(rl_promise_ctx *ctx, int fd, void *buf,
+			    size_t len, int64_t offset);
+rl_promise *rl_promise_close(rl_promise_ctx *ctx, int fd);
+rl_promise *rl_promise_stat(rl_promise_ctx *ctx, const char *path,
+			    struct statx *stx);
+rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RL_PROMISE_H */
