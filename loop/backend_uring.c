@@ -17,7 +17,12 @@
  *    runs on that CQE too: the close is always the last CQE of its chain
  *    (failed links are completed after the request that failed them).
  *  - IOSQE_CQE_SKIP_SUCCESS (5.17) on the open: its CQE exists only when
- *    it fails. Direct descriptors need 5.15, sparse file tables 5.19.
+ *    it fails, and then the kernel posts no CQE for the linked read and
+ *    close it cancelled, so that CQE ends the chain. Direct descriptors
+ *    need 5.15, sparse file tables 5.19.
+ *  - openat into a direct slot rejects O_CLOEXEC with -EINVAL (a direct
+ *    descriptor is not in the fd table, so there is nothing to close on
+ *    exec); plain opens keep O_CLOEXEC.
  *  - An eventfd read through the ring is the cross-thread wake-up. The
  *    eventfd must be blocking: on an O_NONBLOCK file io_uring hands -EAGAIN
  *    back instead of waiting.
@@ -68,6 +73,10 @@ struct uring {
 	unsigned cq_budget; /* CQEs we may be owed at once */
 	unsigned cq_owed;
 	struct rl__fifo pending; /* waiting for SQ room, CQ budget or a slot */
+	/* Next steps of read_files that hold a slot already. They go before
+	 * pending: a request waiting for a slot must never stand in front of
+	 * the requests that will free one. */
+	struct rl__fifo cont;
 	int efd;
 	bool wake_armed;
 	uint64_t wake_buf;
@@ -220,7 +229,7 @@ static void prep_read_file_step(struct uring *u, rl_req *req,
 	case STEP_OPEN:
 		if (u->direct)
 			io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
-						    O_RDONLY | O_CLOEXEC, 0,
+						    O_RDONLY, 0,
 						    (unsigned)req->priv.slot);
 		else
 			io_uring_prep_openat(sqe, AT_FDCWD, req->path,
@@ -278,7 +287,7 @@ static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 
 		sqe = io_uring_get_sqe(&u->ring);
 		io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
-					    O_RDONLY | O_CLOEXEC, 0, slot);
+					    O_RDONLY, 0, slot);
 		sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
 		io_uring_sqe_set_data64(sqe, udata(req, TAG_OPEN));
 
@@ -343,6 +352,12 @@ static void push_pending(rl_loop *loop, struct uring *u)
 {
 	rl_req *req;
 
+	while ((req = u->cont.head)) {
+		if (!push(loop, u, req))
+			return;
+		rl__fifo_pop(&u->cont);
+		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+	}
 	while ((req = u->pending.head)) {
 		if (!push(loop, u, req))
 			break;
@@ -404,11 +419,14 @@ static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 
 	switch (tag) {
 	case TAG_OPEN:
-		req->priv.res[0] = res; /* only failures post this CQE */
+		/* Only a failed open posts a CQE, and then the kernel omits
+		 * the CQEs of the read and close it cancelled: the chain is
+		 * over, and the slot was never filled. */
+		u->cq_owed -= 3;
+		release_slot(u, req);
+		rl__complete(loop, req, res);
 		return;
 	case TAG_MAIN:
-		if (req->priv.res[0] < 0)
-			return; /* -ECANCELED because the open failed */
 		req->priv.res[0] = take_read(req, res, &more);
 		if (more)
 			req->priv.res[0] = -EFBIG;
@@ -474,11 +492,10 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req, int32_t res)
 		rl__complete(loop, req, req->priv.res[0]);
 		return;
 	}
-	/* The next step goes behind anything already waiting. */
-	if (rl__fifo_empty(&u->pending) && push(loop, u, req))
+	if (rl__fifo_empty(&u->cont) && push(loop, u, req))
 		return;
 	req->priv.state |= RL__REQ_QUEUED;
-	rl__fifo_push(&u->pending, req);
+	rl__fifo_push(&u->cont, req);
 }
 
 static void handle_cqe(rl_loop *loop, struct uring *u, uint64_t ud,
@@ -591,6 +608,8 @@ static void cancel(rl_loop *loop, rl_req *req)
 			release_slot(u, req);
 			rl__complete(loop, req, -ECANCELED);
 		}
+		/* Continuations hold an open file: let them run to their
+		 * close, which reports -ECANCELED as their steps see closing. */
 		sqe = io_uring_get_sqe(&u->ring);
 		if (sqe) {
 			io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
@@ -599,8 +618,8 @@ static void cancel(rl_loop *loop, rl_req *req)
 		flush_sq(loop, u);
 		return;
 	}
-	if (req->priv.state & RL__REQ_QUEUED) {
-		rl__fifo_remove(&u->pending, req);
+	if ((req->priv.state & RL__REQ_QUEUED) &&
+	    rl__fifo_remove(&u->pending, req)) {
 		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
 		release_slot(u, req);
 		rl__complete(loop, req, -ECANCELED);

@@ -239,7 +239,7 @@ BACKEND_TEST(fs, open_read_stat_close)
 	cr_assert_eq(rl_open(loop, &q.req, q.path, O_RDONLY | O_CLOEXEC, 0,
 			     seq_cb), 0);
 	trun(loop);
-	cr_assert_eq(q.step, 5);
+	cr_assert_eq(q.step, 6);
 	cr_assert_eq(q.results[1], 10);
 	cr_assert_eq(q.buf[0], (char)tbyte("seq", 5));
 	cr_assert_eq(q.buf[9], (char)tbyte("seq", 14));

@@ -88,9 +88,12 @@ BACKEND_TEST(timer, restart_from_own_callback)
 	restarts = 0;
 	t.data = loop;
 	cr_assert_eq(rl_timer_start(loop, &t, 0, 0, restart_cb), 0);
-	/* A 0 ms restart waits for the next iteration: ONCE runs one. */
-	cr_assert_eq(rl_run(loop, RL_RUN_ONCE), 1);
-	cr_assert_eq(restarts, 1);
+	/* A 0 ms restart waits for the next pass over the timers: ONCE makes
+	 * at most two (before and after its one wait), so it cannot spin. */
+	int ran = rl_run(loop, RL_RUN_ONCE);
+
+	cr_assert(ran >= 1 && ran <= 2, "ran %d", ran);
+	cr_assert_eq(restarts, ran);
 	trun(loop);
 	cr_assert_eq(restarts, 5);
 	tclose(loop);
