@@ -64,6 +64,12 @@ int bench_promise_blocking(struct bench_ctx *ctx);
 int bench_coro_parallel(struct bench_ctx *ctx);
 int bench_coro_blocking(struct bench_ctx *ctx);
 
+/* Optional: frees what a style kept in ctx->style_state across runs. The
+ * driver calls it after the style's last run, before closing the loop. */
+void bench_callback_free(struct bench_ctx *ctx);
+void bench_promise_free(struct bench_ctx *ctx);
+void bench_coro_free(struct bench_ctx *ctx);
+
 /* ringbench --micro: the coroutine switch round trip in ns (bench_coro.c). */
 double bench_coro_switch_ns(unsigned iterations);
 

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * callback.h - the Node-like callback style over the loop.
+ *
+ *   rl_cb_read_file(cbs, path, done, arg);
+ *   void done(int err, const void *data, size_t len, void *arg);
+ *
+ * err is 0 or -errno. data (len bytes) is valid only during the callback:
+ * the request and its buffer go back to a per-loop pool afterwards and are
+ * reused, so steady-state reads allocate nothing. Callbacks run on the loop
+ * thread, never inside rl_cb_read_file().
+ *
+ * Ownership: rl_cb_open() makes the pool for one loop. Close the loop
+ * first (pending reads then complete with -ECANCELED), then rl_cb_close().
+ */
+#ifndef RINGLOOP_CALLBACK_H
+#define RINGLOOP_CALLBACK_H
+
+#include <stddef.h>
+
+#include "ringloop.h"
+
+struct rl_cbs;
+
+typedef void (*rl_cb_read_file_fn)(int err, const void *data, size_t len,
+				   void *arg);
+
+/* Returns 0 and sets *out, or -ENOMEM. */
+int rl_cb_open(rl_loop *loop, struct rl_cbs **out);
+
+/* Frees the pool. -EBUSY (and nothing freed) while reads are in flight. */
+int rl_cb_close(struct rl_cbs *cbs);
+
+/* Reads the whole file. Returns 0, or -errno with done never called. */
+int rl_cb_read_file(struct rl_cbs *cbs, const char *path,
+		    rl_cb_read_file_fn done, void *arg);
+
+/* Requests in flight, and requests the pool holds (for tests). */
+size_t rl_cb_in_flight(const struct rl_cbs *cbs);
+size_t rl_cb_pooled(const struct rl_cbs *cbs);
+
+#endif
