@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/* test_callback.c - the Node-like callback style and its request pool. */
+#include <errno.h>
+#include <string.h>
+
+#include "callback.h"
+#include "helpers.h"
+
+struct got {
+	int calls;
+	int err;
+	size_t len;
+	char data[64];
+};
+
+static void done(int err, const void *data, size_t len, void *arg)
+{
+	struct got *g = arg;
+
+	g->calls++;
+	g->err = err;
+	g->len = len;
+	if (data && len <= sizeof(g->data))
+		memcpy(g->data, data, len);
+}
+
+BACKEND_TEST(callback, read_file_ok_and_missing)
+{
+	const char *path = tfile("cbfile", 12);
+	struct got ok = { 0 }, missing = { 0 };
+	struct rl_cbs *cbs;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_read_file(cbs, path, done, &ok), 0);
+	cr_assert_eq(rl_cb_read_file(cbs, tpath("missing"), done, &missing),
+		     0);
+	cr_assert_eq(ok.calls, 0);
+	cr_assert_eq(rl_cb_in_flight(cbs), 2);
+	trun(loop);
+	cr_assert_eq(ok.calls, 1);
+	cr_assert_eq(ok.err, 0);
+	cr_assert_eq(ok.len, 12);
+	tcheck("cbfile", ok.data, 12);
+	cr_assert_eq(missing.calls, 1);
+	cr_assert_eq(missing.err, -ENOENT);
+	cr_assert_eq(rl_cb_in_flight(cbs), 0);
+	tclose(loop);
+	cr_assert_eq(rl_cb_close(cbs), 0);
+}
+
+BACKEND_TEST(callback, sync_errors_never_call_back)
+{
+	struct got g = { 0 };
+	struct rl_cbs *cbs;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_read_file(cbs, NULL, done, &g), -EFAULT);
+	cr_assert_eq(rl_cb_read_file(cbs, "", done, &g), -ENOENT);
+	cr_assert_eq(rl_cb_read_file(cbs, "x", NULL, &g), -EINVAL);
+	cr_assert_eq(rl_cb_in_flight(cbs), 0);
+	trun(loop);
+	cr_assert_eq(g.calls, 0);
+	tclose(loop);
+	cr_assert_eq(rl_cb_close(cbs), 0);
+}
+
+/* The pool stops growing once it holds as many requests as were ever in
+ * flight at once: steady state allocates nothing. */
+static int chain_left;
+static struct rl_cbs *chain_cbs;
+static const char *chain_path;
+
+static void chain_done(int err, const void *data, size_t len, void *arg)
+{
+	(void)data;
+	cr_assert_eq(err, 0);
+	cr_assert_eq(len, 3000);
+	if (--chain_left > 0)
+		cr_assert_eq(rl_cb_read_file(chain_cbs, chain_path, chain_done,
+					     arg), 0);
+}
+
+BACKEND_TEST(callback, pool_reuses_requests)
+{
+	struct rl_cbs *cbs;
+	size_t pooled;
+	rl_loop *loop = tloop(tp);
+
+	chain_path = tfile("chain", 3000); /* bigger than the first guess */
+	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	chain_cbs = cbs;
+	chain_left = 50;
+	cr_assert_eq(rl_cb_read_file(cbs, chain_path, chain_done, NULL), 0);
+	trun(loop);
+	cr_assert_eq(chain_left, 0);
+	pooled = rl_cb_pooled(cbs);
+	chain_left = 500;
+	cr_assert_eq(rl_cb_read_file(cbs, chain_path, chain_done, NULL), 0);
+	trun(loop);
+	cr_assert_eq(chain_left, 0);
+	cr_assert_eq(rl_cb_pooled(cbs), pooled, "pool grew in steady state");
+	tclose(loop);
+	cr_assert_eq(rl_cb_close(cbs), 0);
+}
+
+BACKEND_TEST(callback, close_loop_with_reads_in_flight)
+{
+	const char *path = tfile("cbclose", 100);
+	struct got g[50] = { 0 };
+	struct rl_cbs *cbs;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	for (int i = 0; i < 50; i++)
+		cr_assert_eq(rl_cb_read_file(cbs, path, done, &g[i]), 0);
+	cr_assert_eq(rl_cb_close(cbs), -EBUSY);
+	tclose(loop);
+	for (int i = 0; i < 50; i++) {
+		cr_assert_eq(g[i].calls, 1);
+		cr_assert(g[i].err == -ECANCELED ||
+			  (g[i].err == 0 && g[i].len == 100));
+	}
+	cr_assert_eq(rl_cb_in_flight(cbs), 0);
+	cr_assert_eq(rl_cb_close(cbs), 0);
+}
