@@ -670,10 +670,16 @@ static void open_outputs(void)
 			 "max_ms,baseline_ms,ratio,ops_per_s,syscalls_per_op,"
 			 "error\n");
 	/* The newest run, for scripts/plot.sh and the README. */
-	snprintf(path, sizeof(path), "%s/latest", dir);
-	unlink(path);
-	if (symlink(stamp, path) < 0) {
-		/* Only a convenience; the timestamped files are there. */
+	for (int i = 0; i < 2; i++) {
+		char target[80];
+		const char *ext = i ? "csv" : "json";
+
+		snprintf(path, sizeof(path), "%s/latest.%s", dir, ext);
+		snprintf(target, sizeof(target), "%s.%s", stamp, ext);
+		unlink(path);
+		if (symlink(target, path) < 0) {
+			/* Only a convenience: the timestamped files exist. */
+		}
 	}
 	fprintf(stderr, "ringbench: results in %s/%s.{json,csv}\n", dir, stamp);
 }

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// readfile.js - ringbench's scenarios in JavaScript, for node and bun.
+//
+// The same work as bench/ringbench: read one small file N times, every
+// result checked, per style:
+//   callback: fs.readFile with a callback
+//   promise:  fs.promises.readFile with Promise.all / a .then chain
+//   coro:     async/await (JavaScript's equivalent of a coroutine)
+// and per scenario:
+//   parallel: start all N reads, then wait for all of them
+//   blocking: each read starts when the previous one has finished
+// Each cell runs once as warm-up, then RUNS times; one JSON line per cell,
+// with the fields of ringbench's --json contract.
+//
+// usage: node readfile.js FILE N RUNS BACKEND_LABEL
+'use strict';
+const fs = require('fs');
+
+const [file, nArg, runsArg, label] = process.argv.slice(2);
+const N = Number(nArg || 10000);
+const RUNS = Number(runsArg || 5);
+const expect = fs.readFileSync(file);
+
+function check(err, data) {
+  if (err) throw err;
+  if (!expect.equals(data)) throw new Error('wrong content');
+}
+
+const cells = {
+  'callback parallel': () => new Promise((resolve, reject) => {
+    let done = 0;
+    for (let i = 0; i < N; i++) {
+      fs.readFile(file, (err, data) => {
+        try { check(err, data); } catch (e) { return reject(e); }
+        if (++done === N) resolve();
+      });
+    }
+  }),
+  'callback blocking': () => new Promise((resolve, reject) => {
+    let i = 0;
+    const next = () => fs.readFile(file, (err, data) => {
+      try { check(err, data); } catch (e) { return reject(e); }
+      if (++i === N) return resolve();
+      next();
+    });
+    next();
+  }),
+  'promise parallel': () => {
+    const all = [];
+    for (let i = 0; i < N; i++) all.push(fs.promises.readFile(file));
+    return Promise.all(all).then((v) => v.forEach((d) => check(null, d)));
+  },
+  'promise blocking': () => {
+    let p = Promise.resolve();
+    // A chain built one link at a time: each read starts in the reaction
+    // to the previous one, as ringbench's then-chain does.
+    const step = (i) => fs.promises.readFile(file).then((d) => {
+      check(null, d);
+      if (i + 1 < N) return step(i + 1);
+    });
+    return p.then(() => step(0));
+  },
+  'coro parallel': async () => {
+    const one = async () => check(null, await fs.promises.readFile(file));
+    const all = [];
+    for (let i = 0; i < N; i++) all.push(one());
+    await Promise.all(all);
+  },
+  'coro blocking': async () => {
+    for (let i = 0; i < N; i++) check(null, await fs.promises.readFile(file));
+  },
+};
+
+function median(v) {
+  const s = [...v].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+(async () => {
+  for (const [name, fn] of Object.entries(cells)) {
+    const [style, scenario] = name.split(' ');
+    const row = { backend: label, style, scenario, n: N, runs: RUNS,
+                  bytes: expect.length };
+    try {
+      await fn();
+      const ms = [];
+      for (let r = 0; r < RUNS; r++) {
+        const t0 = performance.now();
+        await fn();
+        ms.push(performance.now() - t0);
+      }
+      Object.assign(row, { median_ms: +median(ms).toFixed(3),
+                           min_ms: +Math.min(...ms).toFixed(3),
+                           max_ms: +Math.max(...ms).toFixed(3),
+                           syscalls_per_op: null });
+    } catch (e) {
+      row.error = String(e && e.message || e);
+    }
+    const ru = process.resourceUsage ? process.resourceUsage() : null;
+    row.peak_rss_mb = +(ru && ru.maxRSS ? ru.maxRSS / 1024
+                                          : process.memoryUsage().rss / 1048576).toFixed(1);
+    console.log(JSON.stringify(row));
+  }
+})();
