@@ -92,7 +92,7 @@ test: test-build
 	@$(MAKE) --no-print-directory SAN=address,undefined test-san
 
 test-san: test-build
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0 \
+	RL_SOAK_N=$${RL_SOAK_N:-100000} ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(BUILD)/tests/run $(TEST_ARGS)
 

@@ -31,6 +31,8 @@
  *    backlog is non-empty. The loop keeps the CQEs it may be owed within the
  *    CQ size (a chain reserves 3: open error, read, close), so neither
  *    happens in practice, and -EBUSY is handled by reaping first anyway.
+ *  - A sparse file table larger than RLIMIT_NOFILE fails with EMFILE: the
+ *    table is clamped to the limit.
  *  - DEFER_TASKRUN (6.1) requires SINGLE_ISSUER; the kernel refuses the
  *    combination otherwise with -EINVAL, which rl_loop_open() returns.
  */
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -77,6 +80,10 @@ struct uring {
 	 * pending: a request waiting for a slot must never stand in front of
 	 * the requests that will free one. */
 	struct rl__fifo cont;
+	/* read_files whose plain open met EMFILE/ENFILE while other
+	 * read_files held fds: they retry as those close. */
+	struct rl__fifo fd_wait;
+	unsigned fds_held;
 	int efd;
 	bool wake_armed;
 	uint64_t wake_buf;
@@ -144,6 +151,13 @@ static int init(rl_loop *loop, const struct rl_options *opt)
 	u->cq_budget = p.cq_entries - CQ_SPARE;
 
 	if (!(opt->flags & RL_NO_DIRECT)) {
+		struct rlimit rl;
+
+		/* The kernel refuses a file table larger than RLIMIT_NOFILE
+		 * (EMFILE), so a low limit shrinks the table instead of
+		 * failing the loop: requests then wait for a free slot. */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < slots)
+			slots = rl.rlim_cur > 1 ? (unsigned)rl.rlim_cur : 1;
 		u->free_slots = malloc(slots * sizeof(*u->free_slots));
 		if (!u->free_slots) {
 			destroy(loop);
@@ -442,6 +456,16 @@ static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 		rl__complete(loop, req, req->priv.res[0]);
 }
 
+/* A read_file closed its fd: one that waited for an fd may try again,
+ * ahead of new requests. */
+static void fd_released(struct uring *u)
+{
+	rl_req *req = rl__fifo_pop(&u->fd_wait);
+
+	if (req)
+		rl__fifo_push(&u->cont, req);
+}
+
 static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req, int32_t res)
 {
 	bool more;
@@ -450,13 +474,24 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req, int32_t res)
 	u->cq_owed -= 1;
 	switch (req->priv.step) {
 	case STEP_OPEN:
+		if ((res == -EMFILE || res == -ENFILE) && u->fds_held &&
+		    !(req->priv.state & RL__REQ_CANCEL) && !u->closing) {
+			/* Out of fds because our own read_files hold them:
+			 * wait for one of them to close instead of failing.
+			 * Only an open that no close can help fails. */
+			req->priv.state |= RL__REQ_QUEUED;
+			rl__fifo_push(&u->fd_wait, req);
+			return;
+		}
 		if (res < 0) {
 			release_slot(u, req);
 			rl__complete(loop, req, res);
 			return;
 		}
-		if (!u->direct)
+		if (!u->direct) {
 			req->fd = res;
+			u->fds_held++;
+		}
 		req->priv.step = STEP_READ;
 		break;
 	case STEP_READ: {
@@ -487,8 +522,11 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req, int32_t res)
 	}
 	case STEP_CLOSE:
 		release_slot(u, req);
-		if (!u->direct)
+		if (!u->direct) {
 			req->fd = -1;
+			u->fds_held--;
+			fd_released(u);
+		}
 		rl__complete(loop, req, req->priv.res[0]);
 		return;
 	}
@@ -603,6 +641,7 @@ static void cancel(rl_loop *loop, rl_req *req)
 		 * did is asked to stop. Chains are short and finish by
 		 * themselves, and their CQEs are handled whatever they say. */
 		u->closing = true;
+		rl__fifo_splice(&u->pending, &u->fd_wait);
 		while ((req = rl__fifo_pop(&u->pending))) {
 			req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
 			release_slot(u, req);
@@ -619,7 +658,8 @@ static void cancel(rl_loop *loop, rl_req *req)
 		return;
 	}
 	if ((req->priv.state & RL__REQ_QUEUED) &&
-	    rl__fifo_remove(&u->pending, req)) {
+	    (rl__fifo_remove(&u->pending, req) ||
+	     rl__fifo_remove(&u->fd_wait, req))) {
 		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
 		release_slot(u, req);
 		rl__complete(loop, req, -ECANCELED);

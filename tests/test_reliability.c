@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_reliability.c - exhaustion, faults and hostile input: the loop must
+ * queue rather than fail, report a clear -errno, and never lose or repeat
+ * a completion.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+struct tally {
+	int calls;
+	int bad;
+	int64_t last;
+};
+
+static void tally_cb(rl_req *req)
+{
+	struct tally *t = req->data;
+
+	t->calls++;
+	t->last = req->result;
+}
+
+/* 10,000 reads at once with only 64 fds: every read must complete, with
+ * the right content, by waiting for an fd or a slot, never with EMFILE. */
+BACKEND_TEST(reliability, low_nofile_limit_queues)
+{
+	enum { N = 10000 };
+	const char *path = tfile("nofile", 12);
+	static rl_req reqs[N];
+	static char bufs[N][16];
+	struct rlimit rl = { 64, 64 };
+	struct tally t = { 0 };
+	rl_loop *loop;
+
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	loop = tloop(tp);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &t };
+		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
+					  tally_cb), 0);
+	}
+	trun(loop);
+	cr_assert_eq(t.calls, N);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(reqs[i].result, 12, "read %d: %s", i,
+			     rl_strerror((int)reqs[i].result));
+		tcheck("nofile", bufs[i], 12);
+	}
+	tclose(loop);
+}
+
+/* As root, permissions do not apply: drop to nobody in a child. */
+BACKEND_TEST(reliability, unreadable_file_is_eacces)
+{
+	const char *path = tfile("secret", 10);
+	pid_t pid;
+	int status;
+
+	cr_assert_eq(chmod(path, 0600), 0);
+	cr_assert_eq(chmod(tdir(), 0755), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct rl_options opt;
+		rl_loop *loop;
+		rl_req req = { 0 };
+		char buf[16];
+		struct tally t = { 0 };
+
+		if (geteuid() == 0 && (setgid(65534) || setuid(65534)))
+			_exit(10);
+		rl_options_init(&opt);
+		opt.backend = tp->backend;
+		opt.flags = tp->flags;
+		if (rl_loop_open(&loop, &opt))
+			_exit(11);
+		req.data = &t;
+		if (rl_read_file(loop, &req, path, buf, 16, 0, tally_cb))
+			_exit(12);
+		rl_run(loop, RL_RUN_DEFAULT);
+		rl_loop_close(loop);
+		_exit(t.calls == 1 && t.last == -EACCES ? 0 : 13);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "child exit %d",
+		     WEXITSTATUS(status));
+}
+
+/* A writer replaces the file by rename, and truncates and regrows another,
+ * while reads run: a renamed-over file reads as one whole version (each
+ * read opens once), a resized one as a prefix of its pattern. */
+struct mutator {
+	const char *dir_a, *dir_b, *target, *resized;
+	volatile int stop;
+};
+
+static void write_all(const char *path, char fill, size_t len)
+{
+	char buf[8192];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	memset(buf, fill, sizeof(buf));
+	while (len) {
+		size_t n = len < sizeof(buf) ? len : sizeof(buf);
+
+		if (write(fd, buf, n) != (ssize_t)n)
+			break;
+		len -= n;
+	}
+	close(fd);
+}
+
+static void *mutate(void *arg)
+{
+	struct mutator *m = arg;
+
+	for (int i = 0; !m->stop; i++) {
+		write_all(i % 2 ? m->dir_a : m->dir_b, i % 2 ? 'a' : 'b',
+			  i % 2 ? 3000 : 5000);
+		rename(i % 2 ? m->dir_a : m->dir_b, m->target);
+		if (truncate(m->resized, (i * 977) % 20000) < 0)
+			break;
+	}
+	return NULL;
+}
+
+struct faults {
+	rl_loop *loop;
+	const char *target, *resized;
+	int left;
+	int bad;
+	rl_req reqs[2];
+};
+
+static void fault_cb(rl_req *req)
+{
+	struct faults *f = req->data;
+	const unsigned char *b = req->buf;
+	bool renamed = req == &f->reqs[0];
+
+	if (renamed) {
+		char c = req->result == 3000 ? 'a' : 'b';
+
+		if (req->result != 3000 && req->result != 5000)
+			f->bad++;
+		for (int64_t i = 0; i < req->result; i++)
+			if (b[i] != c) {
+				f->bad++;
+				break;
+			}
+	} else {
+		if (req->result < 0 || req->result > 20000)
+			f->bad++;
+		for (int64_t i = 0; i < req->result; i++)
+			if (b[i] != tbyte("resized", (size_t)i) && b[i] != 0) {
+				f->bad++;
+				break;
+			}
+	}
+	if (--f->left > 0)
+		cr_assert_eq(rl_read_file(f->loop, req,
+					  renamed ? f->target : f->resized,
+					  req->buf, req->len,
+					  RL_READ_FILE_GROW, fault_cb), 0);
+}
+
+BACKEND_TEST(reliability, file_renamed_truncated_and_grown_mid_run)
+{
+	struct mutator m = { 0 };
+	struct faults f = { 0 };
+	pthread_t th;
+	rl_loop *loop = tloop(tp);
+
+	m.dir_a = strdup(tpath("va"));
+	m.dir_b = strdup(tpath("vb"));
+	m.target = strdup(tpath("target"));
+	m.resized = tfile("resized", 20000);
+	m.resized = strdup(m.resized);
+	write_all(m.target, 'a', 3000);
+	cr_assert_eq(pthread_create(&th, NULL, mutate, &m), 0);
+	f.loop = loop;
+	f.target = m.target;
+	f.resized = m.resized;
+	f.left = 4000;
+	for (int i = 0; i < 2; i++) {
+		f.reqs[i].data = &f;
+		cr_assert_eq(rl_read_file(loop, &f.reqs[i],
+					  i ? m.resized : m.target, NULL, 0,
+					  RL_READ_FILE_GROW, fault_cb), 0);
+	}
+	trun(loop);
+	m.stop = 1;
+	pthread_join(th, NULL);
+	cr_assert_eq(f.bad, 0, "%d reads saw a torn or impossible file",
+		     f.bad);
+	cr_assert_leq(f.left, 0);
+	for (int i = 0; i < 2; i++)
+		free(f.reqs[i].buf);
+	free((void *)m.dir_a);
+	free((void *)m.dir_b);
+	free((void *)m.target);
+	free((void *)m.resized);
+	tclose(loop);
+}
+
+/* Signals hitting the loop thread while it waits (EINTR) must not end the
+ * run early, lose a timer or report an error. */
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+static void eintr_timer_cb(rl_timer *t, int status)
+{
+	int *fired = t->data;
+
+	cr_assert_eq(status, 0);
+	(*fired)++;
+}
+
+BACKEND_TEST(reliability, eintr_while_waiting)
+{
+	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
+	struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
+	rl_timer t = { 0 };
+	int fired = 0;
+	rl_loop *loop = tloop(tp);
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	cr_assert_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+	t.data = &fired;
+	cr_assert_eq(rl_timer_start(loop, &t, 60, 0, eintr_timer_cb), 0);
+	trun(loop);
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+	cr_assert_eq(fired, 1);
+	cr_assert_gt(alarms, 0, "no signal was delivered during the wait");
+	tclose(loop);
+}
+
+/*
+ * Soak: a long run of mixed requests (reads of present and missing files,
+ * timers, cancels of random requests in flight) with a window of requests
+ * in flight, checking every completion arrives exactly once. RL_SOAK_N sets
+ * the count (1,000,000 by default; the sanitizer run uses fewer).
+ */
+enum { SOAK_WIN = 256 };
+
+struct soak {
+	rl_loop *loop;
+	const char *path, *missing;
+	long left, done, cancels, cancelled;
+	unsigned seed;
+	rl_req reqs[SOAK_WIN];
+	rl_timer timers[SOAK_WIN];
+	char bufs[SOAK_WIN][32];
+	unsigned char owed[SOAK_WIN]; /* completions still due per slot */
+	int bad;
+};
+
+static struct soak *S;
+
+static void soak_start(int slot);
+
+static void soak_req_cb(rl_req *req)
+{
+	int slot = (int)(req - S->reqs);
+
+	if (S->owed[slot] != 1)
+		S->bad++;
+	S->owed[slot] = 0;
+	S->done++;
+	if (req->result == -ECANCELED)
+		S->cancelled++;
+	else if (req->result != 12 && req->result != -ENOENT)
+		S->bad++;
+	else if (req->result == 12 && memcmp(S->bufs[slot], "Hello, world", 12))
+		S->bad++;
+	soak_start(slot);
+}
+
+static void soak_timer_cb(rl_timer *t, int status)
+{
+	int slot = (int)(t - S->timers);
+
+	if (S->owed[slot] != 1 || (status != 0 && status != -ECANCELED))
+		S->bad++;
+	S->owed[slot] = 0;
+	S->done++;
+	if (status == -ECANCELED)
+		S->cancelled++;
+	soak_start(slot);
+}
+
+static void soak_start(int slot)
+{
+	unsigned r = rand_r(&S->seed) % 100;
+	int ret;
+
+	if (S->left <= 0)
+		return;
+	S->left--;
+	S->owed[slot] = 1;
+	if (r < 70)
+		ret = rl_read_file(S->loop, &S->reqs[slot],
+				   r < 65 ? S->path : S->missing, S->bufs[slot],
+				   sizeof(S->bufs[slot]), 0, soak_req_cb);
+	else
+		ret = rl_timer_start(S->loop, &S->timers[slot], r % 2, 0,
+				     soak_timer_cb);
+	if (ret < 0)
+		S->bad++;
+	/* Now and then cancel some other slot's request or timer. */
+	if (r % 7 == 0) {
+		int victim = (int)(rand_r(&S->seed) % SOAK_WIN);
+
+		S->cancels++;
+		if (rl_cancel(S->loop, &S->reqs[victim]) == -ENOENT)
+			rl_timer_cancel(S->loop, &S->timers[victim]);
+	}
+}
+
+BACKEND_TEST(reliability, soak_mixed_requests_with_cancels,
+	     .timeout = 600)
+{
+	const char *env = getenv("RL_SOAK_N");
+	long n = env ? atol(env) : 1000000;
+	struct soak *s = calloc(1, sizeof(*s));
+	rl_loop *loop = tloop(tp);
+
+	/* The pool-only backend pays a thread hand-off per read: a tenth of
+	 * the count keeps its soak in the same time budget. */
+	if (tp->flags & RL_NO_INLINE)
+		n /= 10;
+	S = s;
+	s->loop = loop;
+	s->seed = 12345;
+	s->left = n;
+	s->path = tpath("soak");
+	s->missing = tpath("soak-missing");
+	{
+		int fd = open(s->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		cr_assert_eq(write(fd, "Hello, world", 12), 12);
+		close(fd);
+	}
+	for (int i = 0; i < SOAK_WIN; i++) {
+		s->reqs[i].data = s;
+		soak_start(i);
+	}
+	trun(loop);
+	cr_assert_eq(s->bad, 0, "%d wrong or repeated completions", s->bad);
+	cr_assert_eq(s->done, n, "%ld of %ld completions", s->done, n);
+	for (int i = 0; i < SOAK_WIN; i++)
+		cr_assert_eq(s->owed[i], 0);
+	cr_assert_gt(s->cancelled, 0, "the soak cancelled nothing");
+	tclose(loop);
+	free(s);
+}
