@@ -131,9 +131,10 @@ rl_promise *rl_promise_resolved(rl_promise_ctx *ctx, struct rl_value value);
 rl_promise *rl_promise_rejected(rl_promise_ctx *ctx, int err);
 
 /*
- * Settle p. They do not consume the caller's reference to p. Return 0, or
- * -EALREADY when p was settled (or resolved to another promise) already;
- * the later settle is then ignored. rl_promise_reject needs err < 0
+ * Settle p, a promise from rl_promise_new() (-EPERM for any other: those
+ * settle by themselves). They do not consume the caller's reference to p.
+ * Return 0, or -EALREADY when p was settled (or resolved to another
+ * promise) already; the later settle is then ignored. rl_promise_reject needs err < 0
  * (-EINVAL otherwise). rl_promise_adopt resolves p to q: p settles as q
  * does (two microtasks later, like JavaScript's resolve(thenable)); it
  * consumes the reference to q, also when it fails.
@@ -154,16 +155,21 @@ enum rl_promise_state rl_promise_result(const rl_promise *p,
 /* --------------------------------------------------------------- reactions */
 
 /*
- * What a reaction sees and decides. On entry, err/value hold the source's
- * outcome. The reaction leaves them as they are (pass it on), changes them
- * (fulfil with another value: err = 0; reject, i.e. "throw": err < 0), or
- * sets adopt to a promise (reference moved) whose outcome the derived
- * promise will take, as when a JavaScript handler returns a promise.
+ * What a reaction sees and decides, with JavaScript's meaning. reason is
+ * the source's error (0 when it fulfilled); value starts as the source's
+ * value and err starts at 0. So a handler that does nothing fulfils the
+ * derived promise with the source's value - for a catch handler, that is
+ * recovering, as a JavaScript handler that returns normally. The handler
+ * may change value (fulfil with another value), set err < 0 (reject: the
+ * "throw"; a catch handler rethrows with err = reason), or set adopt to a
+ * promise (reference moved) whose outcome the derived promise will take,
+ * as when a JavaScript handler returns a promise.
  */
 struct rl_outcome {
 	int err;
 	struct rl_value value;
 	rl_promise *adopt;
+	int reason;
 };
 
 typedef void (*rl_reaction_fn)(struct rl_outcome *out, void *arg);
@@ -178,10 +184,11 @@ rl_promise *rl_then(rl_promise *p, rl_reaction_fn on_ok,
 /* then(p, NULL, on_err, arg). */
 rl_promise *rl_catch(rl_promise *p, rl_reaction_fn on_err, void *arg);
 /*
- * finally: fn runs on either outcome (out shows it); the derived promise
- * settles like p, unless fn throws (sets a different err < 0) or sets
- * adopt to a promise that rejects: then it rejects with that error. With
- * adopt set, the derived promise waits for that promise first.
+ * finally: fn runs on either outcome (out->reason and out->value show it);
+ * the derived promise settles like p, unless fn throws (sets err < 0) or
+ * sets adopt to a promise that rejects: then it rejects with that error.
+ * A value fn sets is ignored. With adopt set, the derived promise waits
+ * for that promise first.
  */
 rl_promise *rl_finally(rl_promise *p, rl_reaction_fn fn, void *arg);
 
@@ -193,7 +200,9 @@ rl_promise *rl_finally(rl_promise *p, rl_reaction_fn fn, void *arg);
  * else holds it, p is freed and fn never runs.
  */
 typedef void (*rl_settle_fn)(rl_promise *p, void *arg);
-void rl_promise_subscribe(rl_promise *p, rl_settle_fn fn, void *arg);
+/* Returns 0, or -EINVAL (p NULL) / -ENOMEM: then fn never runs and the
+ * reference to p is dropped. */
+int rl_promise_subscribe(rl_promise *p, rl_settle_fn fn, void *arg);
 
 /* ------------------------------------------------------------- combinators */
 

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * promise_fs.c - promises for the loop's requests and timers.
+ *
+ * Each one is a request record from the context's pool (the rl_req or
+ * rl_timer the loop needs, and the promise) holding one reference to its
+ * promise until the callback has run. The callback settles the promise and
+ * puts the record back, so steady state allocates nothing. A request the
+ * loop refuses at once gives a promise rejected with that error; when the
+ * loop closes, the loop runs the callbacks with -ECANCELED.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "promise_internal.h"
+
+struct rl__op {
+	union {
+		rl_req req;
+		rl_timer timer;
+	} u;
+	rl_promise *p;
+};
+
+size_t rl__op_size(void)
+{
+	return sizeof(struct rl__op);
+}
+
+/* A request record and its promise: one reference for the caller, one
+ * for the request. */
+static struct rl__op *op_new(rl_promise_ctx *ctx)
+{
+	struct rl__op *op = rl__pool_get(&ctx->ops);
+
+	if (!op)
+		return NULL;
+	op->p = rl__promise_alloc(ctx, RL__P_REQ, 2);
+	if (!op->p) {
+		rl__pool_put(&ctx->ops, op);
+		return NULL;
+	}
+	/* The loop wants an idle request: a recycled one is (its callback
+	 * ran), a fresh chunk's is garbage. */
+	memset(&op->u, 0, sizeof(op->u));
+	return op;
+}
+
+static void op_done(struct rl__op *op, int err, struct rl_value value)
+{
+	rl_promise *p = op->p;
+	rl_promise_ctx *ctx = p->ctx;
+
+	rl__settle(p, err, value, NULL);
+	rl__pool_put(&ctx->ops, op);
+	rl_promise_unref(p);
+}
+
+/* Submitting failed: the promise rejects now, the request never ran. */
+static rl_promise *op_submitted(struct rl__op *op, int ret)
+{
+	rl_promise *p = op->p;
+
+	if (ret < 0) {
+		rl__settle(p, ret, (struct rl_value){ 0, NULL }, NULL);
+		p->refs--; /* the request's reference; the caller's remains */
+		rl__pool_put(&p->ctx->ops, op);
+		return p;
+	}
+	p->ctx->inflight++;
+	return p;
+}
+
+static void req_cb(rl_req *req)
+{
+	struct rl__op *op = RL__CONTAINER_OF(req, struct rl__op, u.req);
+	struct rl_value value = { req->result, NULL };
+
+	op->p->ctx->inflight--;
+	if (req->result >= 0) {
+		if (req->op == RL_OP_READ_FILE || req->op == RL_OP_READ)
+			value.p = req->buf;
+		else if (req->op == RL_OP_STAT)
+			value.p = req->stx;
+		if (req->op == RL_OP_CLOSE || req->op == RL_OP_STAT)
+			value.i = 0;
+	}
+	op_done(op, req->result < 0 ? (int)req->result : 0, value);
+}
+
+rl_promise *rl_promise_read_file(rl_promise_ctx *ctx, const char *path,
+				 void *buf, size_t len)
+{
+	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+
+	if (!op)
+		return NULL;
+	return op_submitted(op, rl_read_file(ctx->loop, &op->u.req, path, buf,
+					     len, 0, req_cb));
+}
+
+rl_promise *rl_promise_open(rl_promise_ctx *ctx, const char *path, int flags,
+			    unsigned mode)
+{
+	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+
+	if (!op)
+		return NULL;
+	return op_submitted(op, rl_open(ctx->loop, &op->u.req, path, flags,
+					mode, req_cb));
+}
+
+rl_promise *rl_promise_read(rl_promise_ctx *ctx, int fd, void *buf,
+			    size_t len, int64_t offset)
+{
+	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+
+	if (!op)
+		return NULL;
+	return op_submitted(op, rl_read(ctx->loop, &op->u.req, fd, buf, len,
+					offset, req_cb));
+}
+
+rl_promise *rl_promise_close(rl_promise_ctx *ctx, int fd)
+{
+	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+
+	if (!op)
+		return NULL;
+	return op_submitted(op, rl_close(ctx->loop, &op->u.req, fd, req_cb));
+}
+
+rl_promise *rl_promise_stat(rl_promise_ctx *ctx, const char *path,
+			    struct statx *stx)
+{
+	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+
+	if (!op)
+		return NULL;
+	return op_submitted(op, rl_stat(ctx->loop, &op->u.req, path, stx,
+					req_cb));
+}
+
+static void timer_cb(rl_timer *timer, int status)
+{
+	struct rl__op *op = RL__CONTAINER_OF(timer, struct rl__op, u.timer);
+
+	op->p->ctx->inflight--;
+	op_done(op, status < 0 ? status : 0, (struct rl_value){ 0, NULL });
+}
+
+rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms)
+{
+	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+
+	if (!op)
+		return NULL;
+	return op_submitted(op, rl_timer_start(ctx->loop, &op->u.timer, ms, 0,
+					       timer_cb));
+}
