@@ -120,3 +120,15 @@ clean:
 
 # Per-area additions (e.g. mk/coro.mk for test-aarch64) live in mk/.
 -include $(wildcard mk/*.mk)
+
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer (clang) over random sequences of loop operations, for a bounded
+# time. Crashes land in build-fuzz/ as crash-*; turn each into a regression
+# test in tests/test_fuzz_regressions.c.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@mkdir -p build-fuzz/corpus
+	clang $(CFLAGS_BASE) -fsanitize=fuzzer,address,undefined \
+	  -o build-fuzz/fuzz_loop tests/fuzz/fuzz_loop.c $(wildcard loop/*.c) $(LIBS)
+	cd build-fuzz && ./fuzz_loop -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  -rss_limit_mb=4096 corpus
