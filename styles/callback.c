@@ -8,6 +8,7 @@
  * chunks; a chunk is freed only by rl_cb_close().
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "callback.h"
@@ -20,6 +21,7 @@ struct entry {
 	void *arg;
 	struct rl_cbs *cbs;
 	struct entry *next_free;
+	bool in_use;
 };
 
 struct chunk {
@@ -95,11 +97,13 @@ static struct entry *entry_get(struct rl_cbs *cbs)
 		e = cbs->free;
 	}
 	cbs->free = e->next_free;
+	e->in_use = true;
 	return e;
 }
 
 static void entry_put(struct rl_cbs *cbs, struct entry *e)
 {
+	e->in_use = false;
 	e->next_free = cbs->free;
 	cbs->free = e;
 }
@@ -149,6 +153,41 @@ int rl_cb_read_file(struct rl_cbs *cbs, const char *path,
 	}
 	cbs->in_flight++;
 	return 0;
+}
+
+/* Frees every chunk none of whose entries is in use, keeping at least
+ * keep entries pooled, then rebuilds the free list from what is left. Not
+ * on a hot path: after a burst, the caller decides when to give memory
+ * back. */
+size_t rl_cb_trim(struct rl_cbs *cbs, size_t keep)
+{
+	struct chunk **pc = &cbs->chunks, *c;
+	size_t freed = 0;
+
+	while ((c = *pc)) {
+		bool busy = false;
+
+		for (int i = 0; i < CHUNK && !busy; i++)
+			busy = c->e[i].in_use;
+		if (busy || cbs->pooled - CHUNK < keep) {
+			pc = &c->next;
+			continue;
+		}
+		*pc = c->next;
+		for (int i = 0; i < CHUNK; i++)
+			free(c->e[i].req.buf);
+		free(c);
+		cbs->pooled -= CHUNK;
+		freed += CHUNK;
+	}
+	cbs->free = NULL;
+	for (c = cbs->chunks; c; c = c->next)
+		for (int i = CHUNK - 1; i >= 0; i--)
+			if (!c->e[i].in_use) {
+				c->e[i].next_free = cbs->free;
+				cbs->free = &c->e[i];
+			}
+	return freed;
 }
 
 size_t rl_cb_in_flight(const struct rl_cbs *cbs)

@@ -35,6 +35,11 @@ int rl_cb_close(struct rl_cbs *cbs);
 int rl_cb_read_file(struct rl_cbs *cbs, const char *path,
 		    rl_cb_read_file_fn done, void *arg);
 
+/* Gives back pooled requests (and their buffers) not in use, keeping at
+ * least keep of them; returns how many were freed. The pool grows under
+ * load by itself and shrinks only when asked, off the hot path. */
+size_t rl_cb_trim(struct rl_cbs *cbs, size_t keep);
+
 /* Requests in flight, and requests the pool holds (for tests). */
 size_t rl_cb_in_flight(const struct rl_cbs *cbs);
 size_t rl_cb_pooled(const struct rl_cbs *cbs);

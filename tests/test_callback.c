@@ -125,3 +125,32 @@ BACKEND_TEST(callback, close_loop_with_reads_in_flight)
 	cr_assert_eq(rl_cb_in_flight(cbs), 0);
 	cr_assert_eq(rl_cb_close(cbs), 0);
 }
+
+/* A burst grows the pool; trim gives the memory back but never an entry
+ * in use, and the pool still works afterwards. */
+BACKEND_TEST(callback, pool_grows_under_load_and_trims_back)
+{
+	const char *path = tfile("burst", 12);
+	static struct got g[1000];
+	struct got one = { 0 };
+	struct rl_cbs *cbs;
+	rl_loop *loop = tloop(tp);
+
+	memset(g, 0, sizeof(g));
+	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(rl_cb_read_file(cbs, path, done, &g[i]), 0);
+	cr_assert_geq(rl_cb_pooled(cbs), 1000);
+	cr_assert_eq(rl_cb_trim(cbs, 0), 0, "every entry is in use");
+	trun(loop);
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(g[i].calls, 1);
+	cr_assert_eq(rl_cb_read_file(cbs, path, done, &one), 0);
+	cr_assert_gt(rl_cb_trim(cbs, 0), 0);
+	cr_assert_leq(rl_cb_pooled(cbs), 64, "one chunk in use remains");
+	trun(loop);
+	cr_assert_eq(one.calls, 1);
+	cr_assert_eq(one.len, 12);
+	tclose(loop);
+	cr_assert_eq(rl_cb_close(cbs), 0);
+}
