@@ -376,7 +376,7 @@ BACKEND_TEST(promise, dropped_chain_still_runs)
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
 	struct seen s = { 0 };
-	char buf[64];
+	char buf[64] = { 0 }; /* io_uring writes are invisible to valgrind */
 
 	rl_promise_unref(rl_then(rl_promise_read_file(ctx, path, buf,
 						      sizeof(buf)),
@@ -594,7 +594,7 @@ BACKEND_TEST(promise, loop_close_rejects_pending)
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
 	struct seen s = { 0 }, t = { 0 };
-	char buf[4][64];
+	char buf[4][64] = { { 0 } };
 	rl_promise *keep, *sleepy;
 
 	for (int i = 0; i < 4; i++)
