@@ -13,6 +13,27 @@
 #include "helpers.h"
 #include "promise.h"
 
+/*
+ * Tests that use only microtasks, timers and synchronous calls run once
+ * per backend: the I/O variants of BACKEND_TEST (no-link, no-direct,
+ * pool-only) change nothing for them, and each run is a process.
+ */
+static const struct tp core_backends[] = {
+	{ RL_BACKEND_URING, 0, "uring" },
+#ifndef RL_TEST_URING_ONLY
+	{ RL_BACKEND_EPOLL, 0, "epoll" },
+#endif
+};
+
+#define CORE_TEST(suite, name)                                             \
+	ParameterizedTestParameters(suite, name)                           \
+	{                                                                  \
+		return cr_make_param_array(                                \
+			struct tp, (struct tp *)core_backends,             \
+			sizeof(core_backends) / sizeof(core_backends[0])); \
+	}                                                                  \
+	ParameterizedTest(const struct tp *tp, suite, name)
+
 static rl_promise_ctx *topen(rl_loop *loop)
 {
 	rl_promise_ctx *ctx = NULL;
@@ -117,7 +138,7 @@ static void expect(rl_promise *p, enum rl_promise_state st, int err,
 			     (long)r.value.i, (long)i);
 }
 
-BACKEND_TEST(promise, then_chain_values)
+CORE_TEST(promise, then_chain_values)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -137,7 +158,7 @@ BACKEND_TEST(promise, then_chain_values)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise, error_propagates_through_chain)
+CORE_TEST(promise, error_propagates_through_chain)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -162,7 +183,7 @@ BACKEND_TEST(promise, error_propagates_through_chain)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise, throw_in_then_rejects)
+CORE_TEST(promise, throw_in_then_rejects)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -205,7 +226,7 @@ static void fin_adopt_rejected(struct rl_outcome *o, void *arg)
 	o->adopt = rl_promise_rejected(arg, -EXDEV);
 }
 
-BACKEND_TEST(promise, finally_passes_through)
+CORE_TEST(promise, finally_passes_through)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -239,7 +260,7 @@ static void fin_sleep(struct rl_outcome *o, void *arg)
 	o->adopt = rl_promise_sleep(arg, 5);
 }
 
-BACKEND_TEST(promise, finally_waits_for_adopted)
+CORE_TEST(promise, finally_waits_for_adopted)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -276,7 +297,7 @@ static void adopt_rejected(struct rl_outcome *o, void *arg)
 	o->adopt = rl_promise_rejected(arg, -ESRCH);
 }
 
-BACKEND_TEST(promise, adoption)
+CORE_TEST(promise, adoption)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -311,7 +332,7 @@ BACKEND_TEST(promise, adoption)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise, double_settle_ignored)
+CORE_TEST(promise, double_settle_ignored)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -350,7 +371,7 @@ BACKEND_TEST(promise, double_settle_ignored)
 
 /* Promises nothing can settle any more are freed with their reactions,
  * which never run. */
-BACKEND_TEST(promise, dropped_pending_freed)
+CORE_TEST(promise, dropped_pending_freed)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -399,7 +420,7 @@ static void sub_cb(rl_promise *p, void *arg)
 	rl_promise_unref(p);
 }
 
-BACKEND_TEST(promise, subscribe)
+CORE_TEST(promise, subscribe)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -460,7 +481,7 @@ static void log_resolve_c(struct rl_outcome *o, void *arg)
 #define R(x) rl_promise_ref(x)
 #define DROP(x) rl_promise_unref(x)
 
-BACKEND_TEST(promise, microtask_order_matches_javascript)
+CORE_TEST(promise, microtask_order_matches_javascript)
 {
 	static const char *const want[] = {
 		"a1", "b1", "af", "bf", "ad", "resolveC", "a2", "b2", "race",

@@ -12,6 +12,27 @@
 #include "helpers.h"
 #include "promise.h"
 
+/*
+ * Tests that use only microtasks, timers and synchronous calls run once
+ * per backend: the I/O variants of BACKEND_TEST (no-link, no-direct,
+ * pool-only) change nothing for them, and each run is a process.
+ */
+static const struct tp core_backends[] = {
+	{ RL_BACKEND_URING, 0, "uring" },
+#ifndef RL_TEST_URING_ONLY
+	{ RL_BACKEND_EPOLL, 0, "epoll" },
+#endif
+};
+
+#define CORE_TEST(suite, name)                                             \
+	ParameterizedTestParameters(suite, name)                           \
+	{                                                                  \
+		return cr_make_param_array(                                \
+			struct tp, (struct tp *)core_backends,             \
+			sizeof(core_backends) / sizeof(core_backends[0])); \
+	}                                                                  \
+	ParameterizedTest(const struct tp *tp, suite, name)
+
 static rl_promise_ctx *topen(rl_loop *loop)
 {
 	rl_promise_ctx *ctx = NULL;
@@ -95,7 +116,7 @@ BACKEND_TEST(promise_comb, all_values_in_input_order)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise_comb, all_rejects_with_first_rejection)
+CORE_TEST(promise_comb, all_rejects_with_first_rejection)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -113,7 +134,7 @@ BACKEND_TEST(promise_comb, all_rejects_with_first_rejection)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise_comb, all_of_settled_inputs)
+CORE_TEST(promise_comb, all_of_settled_inputs)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -139,7 +160,7 @@ BACKEND_TEST(promise_comb, all_of_settled_inputs)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise_comb, empty_inputs)
+CORE_TEST(promise_comb, empty_inputs)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -192,7 +213,7 @@ BACKEND_TEST(promise_comb, all_settled_never_rejects)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise_comb, any_first_fulfilment)
+CORE_TEST(promise_comb, any_first_fulfilment)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -210,7 +231,7 @@ BACKEND_TEST(promise_comb, any_first_fulfilment)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise_comb, any_all_rejected_aggregates_in_input_order)
+CORE_TEST(promise_comb, any_all_rejected_aggregates_in_input_order)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -239,7 +260,7 @@ BACKEND_TEST(promise_comb, any_all_rejected_aggregates_in_input_order)
 	tend(loop, ctx);
 }
 
-BACKEND_TEST(promise_comb, race_first_settlement)
+CORE_TEST(promise_comb, race_first_settlement)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -275,7 +296,7 @@ static void pass(struct rl_outcome *o, void *arg)
 	(void)arg;
 }
 
-BACKEND_TEST(promise_comb, array_lives_down_the_chain)
+CORE_TEST(promise_comb, array_lives_down_the_chain)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -370,7 +391,7 @@ BACKEND_TEST(promise_comb, request_promises_chain)
 }
 
 /* A request the loop refuses at once gives a rejected promise. */
-BACKEND_TEST(promise_comb, submit_failure_rejects)
+CORE_TEST(promise_comb, submit_failure_rejects)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
