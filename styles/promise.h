@@ -25,8 +25,9 @@
  * OWNERSHIP: REFERENCES MOVE. Every function that returns a promise gives
  * the caller one reference to it. Every function that takes a promise
  * argument CONSUMES the caller's reference to it (rl_then, rl_catch,
- * rl_finally, rl_all..., rl_promise_subscribe, rl_promise_adopt, and
- * setting out->adopt in a reaction). So a chain is written without any
+ * rl_finally, rl_all..., rl_promise_subscribe, the promise adopted by
+ * rl_promise_adopt, and setting out->adopt in a reaction); the settling
+ * calls (rl_promise_resolve, rl_promise_reject...) only borrow it. So a chain is written without any
  * bookkeeping:
  *
  *	p = rl_then(rl_promise_read_file(ctx, path, buf, len), on_data, NULL, arg);
@@ -196,8 +197,9 @@ rl_promise *rl_finally(rl_promise *p, rl_reaction_fn fn, void *arg);
  * The low-level hook for other layers (e.g. a coroutine's await): fn runs
  * once from a microtask when p has settled (a later microtask if p is
  * settled already), and receives the caller's reference to p, which it
- * must drop with rl_promise_unref(). If p can never settle and nothing
- * else holds it, p is freed and fn never runs.
+ * must drop with rl_promise_unref() - after it is done with a value that
+ * points into a combinator's array, which lives as long as p. If p can
+ * never settle and nothing else holds it, p is freed and fn never runs.
  */
 typedef void (*rl_settle_fn)(rl_promise *p, void *arg);
 /* Returns 0, or -EINVAL (p NULL) / -ENOMEM: then fn never runs and the
