@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_coro.c - the coroutine style's scenarios, and the switch micro
+ * benchmark.
+ *
+ * parallel: n coroutines, each reading the file once, all joined by one
+ * controller coroutine (with a window, the controller joins the oldest
+ * before spawning more, so at most window readers are alive). blocking:
+ * one coroutine reads n times in a plain loop, the seed's "await in a for
+ * loop".
+ *
+ * The scheduler (and its stack pool) lives in ctx->style_state across the
+ * runs on one loop, so the runs measure the steady state: stacks come
+ * from the pool, no mmap per coroutine. bench_coro_free() closes it before
+ * the driver closes the loop.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "bench.h"
+#include "coro.h"
+#include "coro_internal.h"
+
+/* Reads up to this size land in a buffer on the coroutine's stack; larger
+ * files get a malloc'ed one. */
+#define STACK_BUF 64
+
+struct coro_run {
+	struct bench_ctx *ctx;
+	rl_coro_sched *sched;
+	rl_coro **ring;		/* the alive readers, oldest first */
+	int error;
+};
+
+static rl_coro_sched *sched_for(struct bench_ctx *ctx)
+{
+	rl_coro_sched *s = ctx->style_state;
+
+	if (!s && rl_coro_sched_open(ctx->loop, &s, NULL) < 0)
+		return NULL;
+	ctx->style_state = s;
+	return s;
+}
+
+void bench_coro_free(struct bench_ctx *ctx)
+{
+	if (ctx->style_state)
+		rl_coro_sched_close(ctx->style_state);
+	ctx->style_state = NULL;
+}
+
+/* One read of path i, checked. */
+static void read_checked(struct bench_ctx *ctx, unsigned i)
+{
+	char small[STACK_BUF];
+	void *buf = ctx->size <= sizeof(small) ? small : malloc(ctx->size);
+	size_t len = ctx->size <= sizeof(small) ? sizeof(small) : ctx->size;
+	int64_t ret;
+
+	if (!buf) {
+		ctx->errors++;
+		return;
+	}
+	ret = rl_coro_read_file(bench_path(ctx, i), buf, len);
+	bench_check(ctx, ret, buf);
+	if (buf != small)
+		free(buf);
+}
+
+struct reader_arg {
+	struct bench_ctx *ctx;
+	unsigned i;
+};
+
+static int64_t reader(void *arg)
+{
+	/* arg packs ctx and i: the controller's array outlives the reader. */
+	struct reader_arg *ra = arg;
+
+	read_checked(ra->ctx, ra->i);
+	return 0;
+}
+
+static int64_t controller(void *arg)
+{
+	struct coro_run *run = arg;
+	struct bench_ctx *ctx = run->ctx;
+	unsigned n = ctx->n;
+	unsigned window = ctx->window && ctx->window < n ? ctx->window : n;
+	struct reader_arg *args = malloc((size_t)n * sizeof(*args));
+	unsigned head = 0, alive = 0;
+	int ret;
+
+	if (!args)
+		return run->error = -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		if (alive == window) {
+			rl_coro_join(run->ring[head++ % window]);
+			alive--;
+		}
+		args[i].ctx = ctx;
+		args[i].i = i;
+		ret = rl_coro_spawn(run->sched, &run->ring[(head + alive) % window],
+				    reader, &args[i], NULL);
+		if (ret < 0) {
+			run->error = ret;
+			ctx->errors++;
+			break;
+		}
+		alive++;
+	}
+	while (alive--)
+		rl_coro_join(run->ring[head++ % window]);
+	free(args);
+	return 0;
+}
+
+static int run_coro(struct bench_ctx *ctx, rl_coro_fn fn, void *arg)
+{
+	rl_coro_sched *s = sched_for(ctx);
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	ret = rl_coro_spawn(s, NULL, fn, arg, NULL);
+	if (ret < 0)
+		return ret;
+	ret = rl_run(ctx->loop, RL_RUN_DEFAULT);
+	return ret < 0 ? ret : 0;
+}
+
+int bench_coro_parallel(struct bench_ctx *ctx)
+{
+	unsigned window = ctx->window && ctx->window < ctx->n ? ctx->window
+							       : ctx->n;
+	struct coro_run run = { .ctx = ctx };
+	int ret;
+
+	if (!ctx->n)
+		return 0;
+	run.sched = sched_for(ctx);
+	if (!run.sched)
+		return -ENOMEM;
+	run.ring = malloc((size_t)window * sizeof(*run.ring));
+	if (!run.ring)
+		return -ENOMEM;
+	ret = run_coro(ctx, controller, &run);
+	free(run.ring);
+	return ret < 0 ? ret : run.error;
+}
+
+static int64_t blocking(void *arg)
+{
+	struct bench_ctx *ctx = arg;
+
+	for (unsigned i = 0; i < ctx->n; i++)
+		read_checked(ctx, i);
+	return 0;
+}
+
+int bench_coro_blocking(struct bench_ctx *ctx)
+{
+	return run_coro(ctx, blocking, ctx);
+}
+
+/* ------------------------------------------------------------ the switch */
+
+static void *main_sp, *co_sp;
+
+static void ping(void *arg)
+{
+	(void)arg;
+	for (;;)
+		rl__coro_switch(&co_sp, main_sp, NULL);
+}
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/*
+ * The raw switch the coroutines use, there and back: the scheduler
+ * switches into a coroutine which switches straight back. Best batch of
+ * several, so a preemption or a frequency change does not count.
+ */
+double bench_coro_switch_ns(unsigned iterations)
+{
+	enum { BATCHES = 10 };
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(64, size);
+	unsigned per = iterations / BATCHES ? iterations / BATCHES : 1;
+	double best = -1;
+
+	if (!stack)
+		return -1;
+	co_sp = rl__coro_ctx_init((char *)stack + size, ping, NULL);
+	rl__coro_switch(&main_sp, co_sp, NULL); /* warm up, start it */
+	for (int b = 0; b < BATCHES; b++) {
+		double t0 = now_ns(), t;
+
+		for (unsigned i = 0; i < per; i++)
+			rl__coro_switch(&main_sp, co_sp, NULL);
+		t = (now_ns() - t0) / per;
+		if (best < 0 || t < best)
+			best = t;
+	}
+	free(stack);
+	return best;
+}

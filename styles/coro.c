@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coro.c - the coroutine scheduler: spawn, resume and suspend, join,
+ * yield, and closing.
+ *
+ * Switching is asymmetric: a coroutine is always resumed by someone (the
+ * loop thread, from a request's or timer's callback or from a microtask)
+ * and suspends back to exactly that resumer. Because callbacks run inside
+ * rl_run() on the loop's own stack, a completion can switch straight into
+ * the waiting coroutine: no queue between the callback and the coroutine.
+ * Wake-ups that do not come from the loop (start, yield, join, a closing
+ * scheduler) go through the coroutine's own rl_task, so the stack depth
+ * stays constant however many coroutines wake one another.
+ *
+ * A finished coroutine cannot free the stack it runs on: it switches back
+ * to its resumer for the last time, and the resumer, back on its own
+ * stack, returns the stack to the pool (coro_finished()).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coro_internal.h"
+
+#if defined(RL__ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+__thread rl_coro *rl__coro_current __attribute__((tls_model("initial-exec")));
+
+/* Handles come from slabs, recycled through a free list: a steady state of
+ * spawning does not call malloc. */
+#define SLAB_HANDLES 64
+
+struct rl__coro_slab {
+	struct rl__coro_slab *next;
+	rl_coro co[SLAB_HANDLES];
+};
+
+static uint64_t next_id; /* process-wide numbering, for messages */
+
+/* --------------------------------------------------------------- handles */
+
+static rl_coro *handle_get(rl_coro_sched *s)
+{
+	rl_coro *co = s->free;
+
+	if (!co) {
+		struct rl__coro_slab *slab = malloc(sizeof(*slab));
+
+		if (!slab)
+			return NULL;
+		slab->next = s->slabs;
+		s->slabs = slab;
+		for (int i = SLAB_HANDLES - 1; i >= 0; i--) {
+			slab->co[i].next = s->free;
+			s->free = &slab->co[i];
+		}
+		co = s->free;
+	}
+	s->free = co->next;
+	memset(co, 0, sizeof(*co));
+	s->stats.handles++;
+	return co;
+}
+
+static void handle_put(rl_coro *co)
+{
+	rl_coro_sched *s = co->sched;
+
+	co->sched = NULL; /* a stale handle then fails loudly in join */
+	co->next = s->free;
+	s->free = co;
+	s->stats.handles--;
+}
+
+static void alive_add(rl_coro_sched *s, rl_coro *co)
+{
+	co->prev = NULL;
+	co->next = s->alive;
+	if (s->alive)
+		s->alive->prev = co;
+	s->alive = co;
+	s->stats.alive++;
+}
+
+static void alive_del(rl_coro_sched *s, rl_coro *co)
+{
+	if (co->prev)
+		co->prev->next = co->next;
+	else
+		s->alive = co->next;
+	if (co->next)
+		co->next->prev = co->prev;
+	co->next = co->prev = NULL;
+	s->stats.alive--;
+}
+
+/* --------------------------------------------------------- the switching */
+
+#if defined(RL__ASAN)
+/* ASan must know which stack is current, or it takes the coroutine's
+ * frames for a stack overflow or reports false positives. */
+#define ASAN_START(fake, bottom, size) \
+	__sanitizer_start_switch_fiber(fake, bottom, size)
+#define ASAN_FINISH(fake, bottom, size) \
+	__sanitizer_finish_switch_fiber(fake, bottom, size)
+#else
+#define ASAN_START(fake, bottom, size) ((void)0)
+#define ASAN_FINISH(fake, bottom, size) ((void)0)
+#endif
+
+static void coro_finished(rl_coro *co);
+
+void rl__coro_resume(rl_coro *co, int64_t val)
+{
+	rl_coro *prev = rl__coro_current;
+#if defined(RL__ASAN)
+	void *fake = NULL;
+#endif
+
+	co->state = RL__CORO_RUNNING;
+	co->wait = RL__WAIT_NONE;
+	co->wait_obj = NULL;
+	rl__coro_current = co;
+	ASAN_START(&fake, co->stack->lo, (size_t)(co->stack->hi - co->stack->lo));
+	rl__coro_switch(&co->caller_sp, co->sp, (void *)(intptr_t)val);
+	ASAN_FINISH(fake, NULL, NULL);
+	rl__coro_current = prev;
+	if (co->state == RL__CORO_DONE)
+		coro_finished(co);
+}
+
+int64_t rl__coro_suspend(rl_coro *co)
+{
+	void *val;
+
+	co->state = RL__CORO_SUSPENDED;
+	ASAN_START(&co->asan_fake, co->caller_bottom, co->caller_size);
+	val = rl__coro_switch(&co->sp, co->caller_sp, NULL);
+	ASAN_FINISH(co->asan_fake, &co->caller_bottom, &co->caller_size);
+	return (int64_t)(intptr_t)val;
+}
+
+/* The first C frame on a coroutine's stack (called by the trampoline). */
+static void coro_main(void *arg)
+{
+	rl_coro *co = arg;
+
+	ASAN_FINISH(NULL, &co->caller_bottom, &co->caller_size);
+	co->value = co->fn(co->arg);
+	co->state = RL__CORO_DONE;
+	/* NULL: this fiber is gone, ASan may forget its fake frames. */
+	ASAN_START(NULL, co->caller_bottom, co->caller_size);
+	rl__coro_switch(&co->sp, co->caller_sp, NULL);
+	abort(); /* nobody resumes a finished coroutine */
+}
+
+static void wake_task(rl_task *task)
+{
+	rl_coro *co = (rl_coro *)((char *)task - offsetof(rl_coro, task));
+
+	rl__coro_resume(co, co->wake_val);
+}
+
+/* The stack's memory is first touched here, when the coroutine starts,
+ * not in spawn (see coro_stack.c): one cold page visit fewer each. */
+static void start_task(rl_task *task)
+{
+	rl_coro *co = (rl_coro *)((char *)task - offsetof(rl_coro, task));
+	struct rl__coro_stack *st = co->stack;
+
+	st->owner_id = co->id;
+	st->owner_name = co->name;
+	co->sp = rl__coro_ctx_init(st->hi, coro_main, co);
+	rl__coro_resume(co, 0);
+}
+
+/* Resumes co from a microtask with val (constant stack depth). */
+static void wake_later(rl_coro *co, int64_t val)
+{
+	co->wake_val = val;
+	co->wait = RL__WAIT_TASK;
+	rl_task_queue(co->sched->loop, &co->task, wake_task);
+}
+
+/* Back on the resumer's stack after co returned from its function. */
+static void coro_finished(rl_coro *co)
+{
+	rl_coro_sched *s = co->sched;
+	rl_coro *joiner = co->joiner;
+
+	alive_del(s, co);
+	rl__coro_stack_put(s->pool, co->stack);
+	co->stack = NULL;
+	s->stats.finished++;
+	if (joiner) {
+		wake_later(joiner, co->value);
+		joiner->wait_obj = NULL;
+		handle_put(co);
+	} else if (co->detached) {
+		handle_put(co);
+	}
+}
+
+/* ------------------------------------------------------------- scheduler */
+
+int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
+		       const struct rl_coro_sched_options *opt)
+{
+	rl_coro_sched *s;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!loop)
+		return -EINVAL;
+	if (opt && opt->stack_size && opt->stack_size < RL_CORO_STACK_MIN)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->loop = loop;
+	s->stack_size = opt && opt->stack_size ? opt->stack_size
+					       : RL_CORO_STACK_DEFAULT;
+	if (opt && opt->pool) {
+		s->pool = opt->pool;
+	} else {
+		ret = rl_coro_pool_open(&s->pool, 0);
+		if (ret < 0) {
+			free(s);
+			return ret;
+		}
+		s->own_pool = true;
+	}
+	ret = rl__coro_guard_init();
+	if (ret < 0) {
+		if (s->own_pool)
+			rl_coro_pool_close(s->pool);
+		free(s);
+		return ret;
+	}
+	s->altstack = ret;
+	*out = s;
+	return 0;
+}
+
+rl_loop *rl_coro_sched_loop(const rl_coro_sched *sched)
+{
+	return sched->loop;
+}
+
+void rl_coro_sched_stats(const rl_coro_sched *sched,
+			 struct rl_coro_sched_stats *out)
+{
+	*out = sched->stats;
+}
+
+/* Makes whatever co waits for finish now, with -ECANCELED where it can. */
+static void cancel_wait(rl_coro_sched *s, rl_coro *co)
+{
+	rl_coro *target;
+
+	switch (co->wait) {
+	case RL__WAIT_REQ:
+		/* The callback still runs, so the kernel is done with the
+		 * buffers on co's stack before co continues. */
+		rl_cancel(s->loop, co->wait_obj);
+		break;
+	case RL__WAIT_TIMER:
+		rl_timer_cancel(s->loop, co->wait_obj);
+		break;
+	case RL__WAIT_JOIN:
+		target = co->wait_obj;
+		target->joiner = NULL;
+		target->joined = false;
+		wake_later(co, -ECANCELED);
+		break;
+	case RL__WAIT_YIELD:
+		/* Its task is queued: it resumes with -ECANCELED instead. */
+		co->wake_val = -ECANCELED;
+		break;
+	default:
+		/* Not started yet (it will start and see every call fail),
+		 * or awaiting a promise (see coro.h). */
+		break;
+	}
+}
+
+int rl_coro_sched_close(rl_coro_sched *s)
+{
+	struct rl__coro_slab *slab;
+	rl_coro *co;
+	int ret;
+
+	if (!s)
+		return -EINVAL;
+	if (rl__coro_current)
+		return -EBUSY;
+	if (s->alive) {
+		/* Inside rl_run() (a callback) we could not wait for the
+		 * coroutines; find out before changing anything. */
+		ret = rl_run(s->loop, RL_RUN_NOWAIT);
+		if (ret == -EBUSY)
+			return -EBUSY;
+		if (!s->closing) {
+			s->closing = true;
+			for (co = s->alive; co; co = co->next)
+				cancel_wait(s, co);
+		}
+		while (s->alive) {
+			ret = rl_run(s->loop, RL_RUN_DEFAULT);
+			if (ret <= 0)
+				break; /* idle: only awaits of lost promises */
+		}
+		if (s->alive)
+			return -EBUSY;
+	}
+	s->closing = true;
+	while ((slab = s->slabs)) {
+		s->slabs = slab->next;
+		free(slab);
+	}
+	if (s->own_pool)
+		rl_coro_pool_close(s->pool);
+	if (s->altstack == 1)
+		rl__coro_altstack_put();
+	free(s);
+	return 0;
+}
+
+/* ------------------------------------------------------------- coroutines */
+
+int rl_coro_spawn(rl_coro_sched *s, rl_coro **out, rl_coro_fn fn, void *arg,
+		  const struct rl_coro_options *opt)
+{
+	size_t size = opt && opt->stack_size ? opt->stack_size : s ? s->stack_size : 0;
+	static size_t ps;
+	rl_coro *co;
+
+	if (out)
+		*out = NULL;
+	if (!s || !fn || size < RL_CORO_STACK_MIN || size > ((size_t)1 << 40))
+		return -EINVAL;
+	if (s->closing)
+		return -ECANCELED;
+	if (!ps)
+		ps = (size_t)sysconf(_SC_PAGESIZE);
+	size = (size + ps - 1) & ~(ps - 1);
+	co = handle_get(s);
+	if (!co)
+		return -ENOMEM;
+	co->stack = rl__coro_stack_get(s->pool, size);
+	if (!co->stack) {
+		co->sched = s;
+		handle_put(co);
+		return -ENOMEM;
+	}
+	co->sched = s;
+	co->fn = fn;
+	co->arg = arg;
+	co->id = ++next_id;
+	co->name = opt ? opt->name : NULL;
+	co->detached = !out;
+	co->state = RL__CORO_NEW;
+	alive_add(s, co);
+	s->stats.spawned++;
+	rl_task_queue(s->loop, &co->task, start_task);
+	if (out)
+		*out = co;
+	return 0;
+}
+
+int rl_coro_detach(rl_coro *co)
+{
+	if (!co || !co->sched || co->detached || co->joined)
+		return -EINVAL;
+	if (co->state == RL__CORO_DONE)
+		handle_put(co);
+	else
+		co->detached = true;
+	return 0;
+}
+
+rl_coro *rl_coro_self(void)
+{
+	return rl__coro_current;
+}
+
+rl_loop *rl_coro_loop(void)
+{
+	return rl__coro_current ? rl__coro_current->sched->loop : NULL;
+}
+
+uint64_t rl_coro_id(const rl_coro *co)
+{
+	return co->id;
+}
+
+const char *rl_coro_name(const rl_coro *co)
+{
+	return co->name;
+}
+
+int rl_coro_done(const rl_coro *co)
+{
+	return co->state == RL__CORO_DONE;
+}
+
+int64_t rl_coro_join(rl_coro *co)
+{
+	rl_coro *self = rl__coro_current;
+	int64_t v;
+
+	if (!self)
+		return -EPERM;
+	if (co == self)
+		return -EDEADLK;
+	if (!co || co->sched != self->sched || co->detached || co->joined)
+		return -EINVAL;
+	if (co->state == RL__CORO_DONE) {
+		v = co->value;
+		handle_put(co);
+		return v;
+	}
+	if (self->sched->closing)
+		return -ECANCELED;
+	co->joined = true;
+	co->joiner = self;
+	self->wait = RL__WAIT_JOIN;
+	self->wait_obj = co;
+	return rl__coro_suspend(self);
+}
+
+int rl_coro_yield(void)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+
+	if (!co)
+		return err;
+	wake_later(co, 0);
+	co->wait = RL__WAIT_YIELD;
+	return (int)rl__coro_suspend(co);
+}

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coro.h - stackful coroutines over the ringloop event loop.
+ *
+ * A coroutine is a function running on its own stack. Inside it, the file
+ * calls below look blocking: each one submits a loop request, suspends the
+ * coroutine, and returns the request's result (>= 0 or -errno) once the
+ * completion has arrived. The loop thread meanwhile runs other callbacks
+ * and other coroutines. A coroutine only ever runs on its loop's thread:
+ * it starts from a microtask, and is resumed straight from the callback of
+ * the request or timer it waits for (or from a microtask for yield, join
+ * and await).
+ *
+ *	static int64_t reader(void *arg)
+ *	{
+ *		char buf[64];
+ *		int64_t n = rl_coro_read_file(arg, buf, sizeof(buf));
+ *
+ *		return n;	// >= 0, or -ENOENT and friends
+ *	}
+ *
+ *	rl_coro_sched_open(loop, &sched, NULL);
+ *	rl_coro_spawn(sched, &co, reader, "/etc/hostname", NULL);
+ *	rl_run(loop, RL_RUN_DEFAULT);
+ *	...
+ *	rl_coro_sched_close(sched);	// before rl_loop_close()
+ *	rl_loop_close(loop);
+ *
+ * A suspending call (everything marked "suspends" below) made outside a
+ * coroutine returns -EPERM and does nothing.
+ *
+ * OWNERSHIP AND CLOSING. The loop has no hook for the layers above it, so
+ * the coroutines of a loop belong to a scheduler object the program opens
+ * with rl_coro_sched_open() and closes with rl_coro_sched_close() BEFORE
+ * rl_loop_close(). Closing the scheduler:
+ *
+ *   - makes every suspending call made from then on fail at once with
+ *     -ECANCELED (and rl_coro_spawn too);
+ *   - cancels what each suspended coroutine waits for: its request
+ *     (rl_cancel) or its sleep timer, so -ECANCELED arrives as the result
+ *     of the suspended call; a coroutine waiting in join or yield gets
+ *     -ECANCELED too; one spawned but not started yet starts and sees
+ *     every call fail;
+ *   - runs the loop until every coroutine has returned, then frees every
+ *     stack (back to the pool), every handle (joined or not) and itself.
+ *
+ * A coroutine awaiting a promise is the one wait the scheduler cannot
+ * withdraw (the promise layer has no unsubscribe): the loop runs until the
+ * promise settles. If the loop goes idle while a coroutine still awaits an
+ * unsettled promise, rl_coro_sched_close() returns -EBUSY, frees nothing
+ * and may be called again after the program settled that promise.
+ *
+ * HANDLES. rl_coro_spawn() gives a handle (unless out is NULL: detached).
+ * The handle stays valid until rl_coro_join() has returned the coroutine's
+ * value, until rl_coro_detach(), or until the scheduler closes. A finished
+ * coroutine gives its stack back to the pool at once; only its small
+ * handle waits for the join.
+ *
+ * STACKS. Each stack is mmap'ed with a PROT_NONE guard page below it and
+ * recycled through a pool, so a steady state of spawning makes no system
+ * call. Untouched stack pages cost no memory: a coroutine that stays
+ * shallow uses about one page. Overflowing into the guard page ends the
+ * process with SIGSEGV after a message on stderr naming the coroutine
+ * (a handler on an alternate signal stack tells it apart from other
+ * faults, which go to the previous handler). A frame larger than the guard
+ * can jump over it: keep big buffers off coroutine stacks, or ask for a
+ * bigger guard.
+ *
+ * Everything here must be called on the loop thread.
+ */
+#ifndef RL_CORO_H
+#define RL_CORO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "ringloop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rl_coro rl_coro;
+typedef struct rl_coro_sched rl_coro_sched;
+typedef struct rl_coro_pool rl_coro_pool;
+
+/* A coroutine's body. Its return value goes to rl_coro_join(); by the
+ * loop's convention it is >= 0 or -errno, but any value passes. */
+typedef int64_t (*rl_coro_fn)(void *arg);
+
+/* The default usable stack size (a guard page comes on top). */
+#define RL_CORO_STACK_DEFAULT (64u * 1024u)
+/* The smallest stack rl_coro_spawn() accepts. */
+#define RL_CORO_STACK_MIN (16u * 1024u)
+
+/* ------------------------------------------------------------ stack pool */
+
+/*
+ * A pool of stacks. Each scheduler has a private one unless it is given
+ * one to share: a pool outliving its schedulers keeps its stacks mapped
+ * for the next loop (a benchmark opening a loop per run). A pool is used
+ * by one thread at a time. guard_size 0 means one page.
+ */
+int rl_coro_pool_open(rl_coro_pool **out, size_t guard_size);
+
+/* Unmaps every stack. Returns 0, or -EBUSY (and frees nothing) while a
+ * stack is lent to a coroutine. */
+int rl_coro_pool_close(rl_coro_pool *pool);
+
+struct rl_coro_pool_stats {
+	size_t mapped;	/* stacks mapped now */
+	size_t idle;	/* ... of which waiting in the pool */
+	uint64_t maps;	/* mmap calls made so far */
+	uint64_t reuses; /* stacks handed out again without a mmap */
+};
+
+void rl_coro_pool_stats(const rl_coro_pool *pool,
+			struct rl_coro_pool_stats *out);
+
+/* ------------------------------------------------------------- scheduler */
+
+struct rl_coro_sched_options {
+	size_t stack_size;   /* default for spawn; 0 = RL_CORO_STACK_DEFAULT */
+	rl_coro_pool *pool;  /* shared pool, or NULL for a private one */
+};
+
+/* Opens the coroutine scheduler of loop (one per loop is enough; opt may
+ * be NULL). Returns 0 and sets *out, or -errno. */
+int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
+		       const struct rl_coro_sched_options *opt);
+
+/*
+ * Cancels, unwinds and frees every coroutine (see the top of this file),
+ * then the scheduler. Call it before rl_loop_close(), from outside the
+ * loop (not from a callback or a coroutine: -EBUSY). Returns 0, or -EBUSY
+ * (nothing freed) while a coroutine awaits a promise nothing settles.
+ */
+int rl_coro_sched_close(rl_coro_sched *sched);
+
+rl_loop *rl_coro_sched_loop(const rl_coro_sched *sched);
+
+struct rl_coro_sched_stats {
+	uint64_t spawned;
+	uint64_t finished;
+	size_t alive;	 /* spawned and not finished */
+	size_t handles;	 /* handles not yet joined, detached or freed */
+};
+
+void rl_coro_sched_stats(const rl_coro_sched *sched,
+			 struct rl_coro_sched_stats *out);
+
+/* -------------------------------------------------------------- spawning */
+
+struct rl_coro_options {
+	size_t stack_size;  /* usable bytes; 0 = the scheduler's default;
+			     * rounded up to whole pages */
+	const char *name;   /* for the overflow message; kept, not copied */
+};
+
+/*
+ * Creates a coroutine running fn(arg). It starts from a microtask of the
+ * loop, never inside rl_coro_spawn(), which may therefore be called before
+ * rl_run() or from a coroutine. With out NULL the coroutine is detached.
+ * opt may be NULL. Returns 0, or -EINVAL, -ENOMEM, -ECANCELED (scheduler
+ * closing).
+ */
+int rl_coro_spawn(rl_coro_sched *sched, rl_coro **out, rl_coro_fn fn,
+		  void *arg, const struct rl_coro_options *opt);
+
+/* Frees the handle when the coroutine is done, else when it finishes.
+ * Returns 0, or -EINVAL when co is joined or detached already. */
+int rl_coro_detach(rl_coro *co);
+
+/* The running coroutine, or NULL outside any. */
+rl_coro *rl_coro_self(void);
+/* The running coroutine's loop, or NULL outside any. */
+rl_loop *rl_coro_loop(void);
+/* A coroutine's number (1, 2, ... per process) and name (may be NULL). */
+uint64_t rl_coro_id(const rl_coro *co);
+const char *rl_coro_name(const rl_coro *co);
+/* Whether co has returned. */
+int rl_coro_done(const rl_coro *co);
+
+/* ------------------------------------------- suspending calls (in coroutines) */
+
+/*
+ * Waits for co to return and gives its value; frees co's handle. Suspends.
+ * -EDEADLK when co is the caller, -EINVAL when co is detached or joined
+ * already (or of another scheduler), -ECANCELED when the scheduler closes
+ * first.
+ */
+int64_t rl_coro_join(rl_coro *co);
+
+/*
+ * Goes to the back of the loop's microtask queue (rl_task_queue) and
+ * continues when the microtasks before it - other coroutines starting or
+ * yielding, promise reactions - have run. Completions are only collected
+ * between drains of that queue, so a coroutine looping on yield alone
+ * starves I/O; rl_coro_sleep(0) waits for the loop's next iteration
+ * instead. Returns 0 (or -ECANCELED). Suspends.
+ */
+int rl_coro_yield(void);
+
+/* Sleeps ms milliseconds on a loop timer. Returns 0. Suspends. */
+int rl_coro_sleep(uint64_t ms);
+
+/* The loop's requests (see ringloop.h), each suspending until it is done.
+ * Buffers may live on the coroutine's stack. */
+int64_t rl_coro_read_file(const char *path, void *buf, size_t len);
+/* read_file with a buffer the loop grows to fit (RL_READ_FILE_GROW):
+ * *buf (NULL or malloc'ed, *cap bytes) may be replaced; the caller frees
+ * it. Returns the file size read. */
+int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap);
+int rl_coro_open(const char *path, int flags, unsigned mode);
+int64_t rl_coro_read(int fd, void *buf, size_t len, int64_t offset);
+int rl_coro_close(int fd);
+int rl_coro_stat(const char *path, struct statx *stx);
+
+/*
+ * Waits for a promise of the promise layer (promise.h) and consumes the
+ * caller's reference to it. Returns 0 when it fulfilled, or its error
+ * (< 0) when it rejected; *value (may be NULL) receives the value or the
+ * rejection's detail. A promise settled already gives its outcome without
+ * suspending. -ENOMEM for a NULL promise (a failed allocation upstream).
+ */
+struct rl_promise;
+struct rl_value;
+int rl_coro_await(struct rl_promise *p, struct rl_value *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RL_CORO_H */

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coro_internal.h - what the coroutine files share: the context switch,
+ * stacks and their pool, the coroutine and scheduler structs, and the
+ * sanitizer hooks.
+ */
+#ifndef RL_CORO_INTERNAL_H
+#define RL_CORO_INTERNAL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coro.h"
+
+/* ------------------------------------------------------------ sanitizers */
+
+/* AddressSanitizer: gcc says __SANITIZE_ADDRESS__, clang __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RL__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RL__ASAN 1
+#endif
+#endif
+
+/* ------------------------------------------------------------ the switch */
+
+/*
+ * Saves the callee-saved state of the running context on its own stack,
+ * stores that stack pointer in *save_sp, continues the context whose stack
+ * pointer is to_sp, and makes the rl__coro_switch() call that context is
+ * suspended in return val. Written in assembly: coro_switch_<arch>.S.
+ */
+void *rl__coro_switch(void **save_sp, void *to_sp, void *val);
+
+/*
+ * Lays out a first frame at the top of a fresh stack (stack_top, 16-byte
+ * aligned) so that the first switch to the returned stack pointer calls
+ * entry(arg) on that stack. entry must never return: it ends by switching
+ * away for good. The frame inherits the caller's floating-point control
+ * state. In coro_ctx.c, next to the layouts of the .S files.
+ */
+void *rl__coro_ctx_init(void *stack_top, void (*entry)(void *), void *arg);
+
+/* ---------------------------------------------------------------- stacks */
+
+/*
+ * One mapping: [guard | usable stack | this header]. The header sits at
+ * the top of the mapping, in the page the coroutine's first frames touch
+ * anyway. Every stack of the process is on a global list, so the SIGSEGV
+ * handler can tell an overflow into a guard page from any other fault.
+ */
+struct rl__coro_stack {
+	struct rl__coro_stack *gnext;	/* the global list */
+	struct rl__coro_stack *gprev;
+	char *map;			/* mmap base: the guard starts here */
+	size_t map_len;
+	size_t guard;			/* guard bytes at map */
+	char *lo, *hi;			/* usable stack [lo, hi) */
+	size_t size;			/* the size class: hi - lo as asked */
+	unsigned vg_id;			/* Valgrind's stack id */
+	/* Who runs on it, for the overflow message; written by the loop
+	 * thread, read by the signal handler. */
+	volatile uint64_t owner_id;
+	const char *volatile owner_name;
+};
+
+struct rl__coro_stack *rl__coro_stack_get(rl_coro_pool *pool, size_t size);
+void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st);
+
+/* Installs the process-wide SIGSEGV handler once, and an alternate signal
+ * stack on this thread when it has none. Returns 1 when it installed an
+ * alternate stack the caller must release with rl__coro_altstack_put(),
+ * 0 when none was needed, or -errno. */
+int rl__coro_guard_init(void);
+void rl__coro_altstack_put(void);
+
+/* ------------------------------------------------------------ coroutines */
+
+enum {
+	RL__CORO_NEW = 0,	/* spawned, start microtask queued */
+	RL__CORO_RUNNING,
+	RL__CORO_SUSPENDED,
+	RL__CORO_DONE,
+};
+
+/* What a suspended coroutine waits for (co->wait). */
+enum {
+	RL__WAIT_NONE = 0,
+	RL__WAIT_REQ,	/* wait_obj: its rl_req */
+	RL__WAIT_TIMER, /* wait_obj: its rl_timer */
+	RL__WAIT_JOIN,	/* wait_obj: the rl_coro joined */
+	RL__WAIT_TASK,	/* a wake-up microtask is queued */
+	RL__WAIT_YIELD, /* yield: its microtask is queued */
+	RL__WAIT_AWAIT, /* a promise subscription */
+};
+
+struct rl_coro {
+	void *sp;		/* its stack pointer while suspended */
+	void *caller_sp;	/* the resumer's, while it runs */
+	rl_coro_sched *sched;
+	struct rl__coro_stack *stack;
+	rl_coro_fn fn;
+	void *arg;
+	int64_t value;		/* fn's result once done */
+	int64_t wake_val;	/* what a microtask wake-up resumes with */
+	uint8_t state;		/* RL__CORO_* */
+	uint8_t wait;		/* RL__WAIT_* */
+	bool detached;
+	bool joined;		/* someone waits in join */
+	void *wait_obj;
+	rl_coro *joiner;
+	rl_coro *next, *prev;	/* the scheduler's alive list; free list */
+	rl_task task;		/* start, yield and wake-ups */
+	uint64_t id;
+	const char *name;
+#if defined(RL__ASAN)
+	void *asan_fake;	/* ASan's fake stack while switched out */
+	const void *caller_bottom; /* the resumer's stack, for ASan */
+	size_t caller_size;
+#endif
+};
+
+struct rl__coro_slab;
+
+struct rl_coro_sched {
+	rl_loop *loop;
+	rl_coro_pool *pool;
+	bool own_pool;
+	bool closing;
+	int altstack;		/* 1: we installed this thread's sigaltstack */
+	size_t stack_size;
+	rl_coro *alive;		/* spawned, not finished */
+	rl_coro *free;		/* recycled handles */
+	struct rl__coro_slab *slabs;
+	struct rl_coro_sched_stats stats;
+};
+
+/* The running coroutine of this thread. initial-exec: one instruction to
+ * reach it, also when the library is linked into a shared object. */
+extern __thread rl_coro *rl__coro_current
+	__attribute__((tls_model("initial-exec")));
+
+/* Switches into co (from the loop thread's stack, or from a coroutine that
+ * resumes another) and returns when co suspends or returns; val is what
+ * co's suspending call returns. */
+void rl__coro_resume(rl_coro *co, int64_t val);
+
+/* Suspends the running coroutine co until rl__coro_resume(co, v); returns
+ * v. co->wait and co->wait_obj say what it waits for. */
+int64_t rl__coro_suspend(rl_coro *co);
+
+/* The start of every suspending call: the running coroutine, or NULL with
+ * *err set (-EPERM outside a coroutine, -ECANCELED while closing). */
+static inline rl_coro *rl__coro_enter(int *err)
+{
+	rl_coro *co = rl__coro_current;
+
+	if (__builtin_expect(!co, 0)) {
+		*err = -EPERM;
+		return NULL;
+	}
+	if (__builtin_expect(co->sched->closing, 0)) {
+		*err = -ECANCELED;
+		return NULL;
+	}
+	return co;
+}
+
+#endif /* RL_CORO_INTERNAL_H */

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coro_io.c - the loop's requests and timers as suspending calls.
+ *
+ * Each call keeps its rl_req (or rl_timer) on the coroutine's own stack:
+ * the coroutine stays suspended until the request's callback has run, so
+ * the struct outlives its use without any allocation. The callback, on
+ * the loop thread inside rl_run(), switches straight back into the
+ * coroutine with the result; measured against a wake-up through a
+ * microtask (rl_task_queue), the direct switch saves the queueing and a
+ * second pass over the task list per completion.
+ */
+#include <errno.h>
+
+#include "coro_internal.h"
+
+static void req_done(rl_req *req)
+{
+	rl__coro_resume(req->data, req->result);
+}
+
+/* Waits for a request the caller submitted (ret: the submit's result). */
+static int64_t wait_req(rl_coro *co, rl_req *req, int ret)
+{
+	if (ret < 0)
+		return ret;
+	co->wait = RL__WAIT_REQ;
+	co->wait_obj = req;
+	return rl__coro_suspend(co);
+}
+
+int64_t rl_coro_read_file(const char *path, void *buf, size_t len)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+	rl_req req;
+
+	if (!co)
+		return err;
+	req.data = co;
+	req.priv.state = 0;
+	return wait_req(co, &req, rl_read_file(co->sched->loop, &req, path, buf,
+					       len, 0, req_done));
+}
+
+int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+	rl_req req;
+	int64_t ret;
+
+	if (!co)
+		return err;
+	if (!buf || !cap)
+		return -EINVAL;
+	req.data = co;
+	req.priv.state = 0;
+	req.buf = NULL; /* stays NULL if the submit fails early */
+	ret = wait_req(co, &req, rl_read_file(co->sched->loop, &req, path, *buf,
+					      *cap, RL_READ_FILE_GROW, req_done));
+	/* The loop may have grown the buffer, also on a failed read. */
+	if (req.buf) {
+		*buf = req.buf;
+		*cap = req.len;
+	}
+	return ret;
+}
+
+int rl_coro_open(const char *path, int flags, unsigned mode)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+	rl_req req;
+
+	if (!co)
+		return err;
+	req.data = co;
+	req.priv.state = 0;
+	return (int)wait_req(co, &req, rl_open(co->sched->loop, &req, path,
+					       flags, mode, req_done));
+}
+
+int64_t rl_coro_read(int fd, void *buf, size_t len, int64_t offset)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+	rl_req req;
+
+	if (!co)
+		return err;
+	req.data = co;
+	req.priv.state = 0;
+	return wait_req(co, &req, rl_read(co->sched->loop, &req, fd, buf, len,
+					  offset, req_done));
+}
+
+int rl_coro_close(int fd)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+	rl_req req;
+
+	if (!co)
+		return err;
+	req.data = co;
+	req.priv.state = 0;
+	return (int)wait_req(co, &req, rl_close(co->sched->loop, &req, fd,
+						req_done));
+}
+
+int rl_coro_stat(const char *path, struct statx *stx)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+	rl_req req;
+
+	if (!co)
+		return err;
+	req.data = co;
+	req.priv.state = 0;
+	return (int)wait_req(co, &req, rl_stat(co->sched->loop, &req, path, stx,
+					       req_done));
+}
+
+static void timer_done(rl_timer *timer, int status)
+{
+	rl__coro_resume(timer->data, status);
+}
+
+int rl_coro_sleep(uint64_t ms)
+{
+	int err;
+	rl_coro *co = rl__coro_enter(&err);
+	rl_timer timer;
+
+	if (!co)
+		return err;
+	timer.data = co;
+	timer.state = 0;
+	err = rl_timer_start(co->sched->loop, &timer, ms, 0, timer_done);
+	if (err < 0)
+		return err;
+	co->wait = RL__WAIT_TIMER;
+	co->wait_obj = &timer;
+	return (int)rl__coro_suspend(co);
+}

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_coro_switch.c - the bare context switch: callee-saved registers and
+ * the floating-point control state survive it, each side keeps its own,
+ * and unwinders find the end of a coroutine's call chain.
+ *
+ * These drive rl__coro_switch() directly, without a loop.
+ */
+#include <execinfo.h>
+#include <fenv.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "coro_internal.h"
+
+static void *main_sp, *co_sp;
+
+/* ------------------------------------------------------ register survival */
+
+#if defined(__x86_64__)
+/*
+ * regs_switch(save, to, out): loads a known pattern into rbx, rbp and
+ * r12-r15, switches with rl__coro_switch(save, to, 0), and on return
+ * stores what those registers hold into out[0..5] (then restores the
+ * caller's registers). clobber_switch(save, to) fills them with garbage
+ * and switches: the other side of the test.
+ */
+__asm__(
+	"	.text\n"
+	"	.p2align 4\n"
+	"regs_switch:\n"
+	"	pushq %rbp\n pushq %rbx\n pushq %r12\n pushq %r13\n"
+	"	pushq %r14\n pushq %r15\n pushq %rdx\n"
+	"	movabsq $0x1111111111111111, %rbx\n"
+	"	movabsq $0x2222222222222222, %rbp\n"
+	"	movabsq $0x3333333333333333, %r12\n"
+	"	movabsq $0x4444444444444444, %r13\n"
+	"	movabsq $0x5555555555555555, %r14\n"
+	"	movabsq $0x6666666666666666, %r15\n"
+	"	xorl %edx, %edx\n"
+	"	call rl__coro_switch\n"
+	"	popq %rdx\n"
+	"	movq %rbx, 0(%rdx)\n movq %rbp, 8(%rdx)\n"
+	"	movq %r12, 16(%rdx)\n movq %r13, 24(%rdx)\n"
+	"	movq %r14, 32(%rdx)\n movq %r15, 40(%rdx)\n"
+	"	popq %r15\n popq %r14\n popq %r13\n popq %r12\n"
+	"	popq %rbx\n popq %rbp\n"
+	"	ret\n"
+	"	.p2align 4\n"
+	"clobber_switch:\n"
+	"	pushq %rbp\n pushq %rbx\n pushq %r12\n pushq %r13\n"
+	"	pushq %r14\n pushq %r15\n subq $8, %rsp\n"
+	"	movq $-1, %rbx\n movq $-2, %rbp\n movq $-3, %r12\n"
+	"	movq $-4, %r13\n movq $-5, %r14\n movq $-6, %r15\n"
+	"	xorl %edx, %edx\n"
+	"	call rl__coro_switch\n"
+	"	addq $8, %rsp\n"
+	"	popq %r15\n popq %r14\n popq %r13\n popq %r12\n"
+	"	popq %rbx\n popq %rbp\n"
+	"	ret\n");
+
+void regs_switch(void **save, void *to, uint64_t out[6]);
+void clobber_switch(void **save, void *to);
+
+static void clobber_entry(void *arg)
+{
+	(void)arg;
+	for (;;)
+		clobber_switch(&co_sp, main_sp);
+}
+
+static void *co_stack;
+
+static void *new_context(void (*entry)(void *), void *arg)
+{
+	size_t size = 256 * 1024;
+
+	co_stack = aligned_alloc(16, size);
+	cr_assert_not_null(co_stack);
+	return rl__coro_ctx_init((char *)co_stack + size, entry, arg);
+}
+
+Test(coro_switch, callee_saved_registers_survive)
+{
+	static const uint64_t want[6] = {
+		0x1111111111111111ull, 0x2222222222222222ull,
+		0x3333333333333333ull, 0x4444444444444444ull,
+		0x5555555555555555ull, 0x6666666666666666ull,
+	};
+	uint64_t got[6];
+
+	co_sp = new_context(clobber_entry, NULL);
+	for (int round = 0; round < 1000; round++) {
+		memset(got, 0, sizeof(got));
+		regs_switch(&main_sp, co_sp, got);
+		for (int i = 0; i < 6; i++)
+			cr_assert_eq(got[i], want[i], "round %d reg %d: %#llx",
+				     round, i, (unsigned long long)got[i]);
+	}
+	free(co_stack);
+}
+#endif /* __x86_64__ */
+
+/* ---------------------------------------------- the value and many trips */
+
+static uint64_t trips;
+
+static void count_entry(void *arg)
+{
+	uintptr_t v = (uintptr_t)arg;
+
+	for (;;) {
+		trips++;
+		/* Echo back what we got, plus one. */
+		v = (uintptr_t)rl__coro_switch(&co_sp, main_sp, (void *)(v + 1));
+	}
+}
+
+Test(coro_switch, a_million_round_trips_carry_values)
+{
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(16, size);
+
+	trips = 0;
+	co_sp = rl__coro_ctx_init((char *)stack + size, count_entry, (void *)7);
+	cr_assert_eq((uintptr_t)rl__coro_switch(&main_sp, co_sp, NULL), 8);
+	for (uintptr_t i = 0; i < 1000000; i++) {
+		uintptr_t r = (uintptr_t)rl__coro_switch(&main_sp, co_sp,
+							 (void *)i);
+
+		if (r != i + 1)
+			cr_assert_fail("trip %lu returned %lu", (unsigned long)i,
+				       (unsigned long)r);
+	}
+	cr_assert_eq(trips, 1000001);
+	free(stack);
+}
+
+/* ------------------------------------------- floating-point control state */
+
+static int co_round_seen, co_round_bad;
+
+#if defined(__x86_64__)
+static unsigned x87_rounding(void)
+{
+	uint16_t cw;
+
+	__asm__ volatile("fnstcw %0" : "=m"(cw));
+	return (cw >> 10) & 3;
+}
+
+static unsigned sse_rounding(void)
+{
+	uint32_t mx;
+
+	__asm__ volatile("stmxcsr %0" : "=m"(mx));
+	return (mx >> 13) & 3;
+}
+#endif
+
+static void fp_entry(void *arg)
+{
+	(void)arg;
+	/* The coroutine starts with its creator's mode (FE_UPWARD) and then
+	 * picks its own. */
+	co_round_seen = fegetround();
+	fesetround(FE_TOWARDZERO);
+	for (;;) {
+		rl__coro_switch(&co_sp, main_sp, NULL);
+		if (fegetround() != FE_TOWARDZERO)
+			co_round_bad++;
+#if defined(__x86_64__)
+		/* Both units: x87 control word and MXCSR (RC 3 = to zero). */
+		if (x87_rounding() != 3 || sse_rounding() != 3)
+			co_round_bad++;
+#endif
+	}
+}
+
+Test(coro_switch, floating_point_control_state_is_per_context)
+{
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(16, size);
+	int old = fegetround();
+	volatile double a = 1.0, b = 3.0;
+	/* volatile: the divisions may not move across fesetround() (clang
+	 * does not honour FENV_ACCESS and would otherwise fold them). */
+	volatile double up, zero;
+
+	fesetround(FE_UPWARD);
+	co_sp = rl__coro_ctx_init((char *)stack + size, fp_entry, NULL);
+	co_round_bad = 0;
+	for (int i = 0; i < 1000; i++) {
+		rl__coro_switch(&main_sp, co_sp, NULL);
+		cr_assert_eq(fegetround(), FE_UPWARD, "trip %d", i);
+#if defined(__x86_64__)
+		cr_assert_eq(x87_rounding(), 2); /* RC 2 = up */
+		cr_assert_eq(sse_rounding(), 2);
+#endif
+	}
+	cr_assert_eq(co_round_seen, FE_UPWARD);
+	cr_assert_eq(co_round_bad, 0);
+	/* The mode really rounds: 1/3 upward is above 1/3 toward zero.
+	 * (Valgrind computes in round-to-nearest whatever the mode.) */
+	up = a / b;
+	fesetround(FE_TOWARDZERO);
+	zero = a / b;
+	if (!getenv("RL_VALGRIND"))
+		cr_assert(up > zero);
+	fesetround(old);
+	free(stack);
+}
+
+/* ------------------------------------------------------------- unwinding */
+
+static int bt_frames;
+
+static void __attribute__((noinline)) bt_leaf(void)
+{
+	void *frames[64];
+
+	bt_frames = backtrace(frames, 64);
+}
+
+static void bt_entry(void *arg)
+{
+	(void)arg;
+	bt_leaf();
+	for (;;)
+		rl__coro_switch(&co_sp, main_sp, NULL);
+}
+
+/* libgcc's unwinder follows the CFI of the coroutine's frames and stops
+ * at the trampoline, whose return address is marked undefined: a short,
+ * finite backtrace instead of a walk into garbage. */
+Test(coro_switch, unwinder_stops_at_the_trampoline)
+{
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(16, size);
+
+	bt_frames = -1;
+	co_sp = rl__coro_ctx_init((char *)stack + size, bt_entry, NULL);
+	rl__coro_switch(&main_sp, co_sp, NULL);
+	cr_assert_geq(bt_frames, 3, "frames: %d", bt_frames); /* leaf, entry, trampoline */
+	cr_assert_leq(bt_frames, 6, "frames: %d", bt_frames);
+	free(stack);
+}
