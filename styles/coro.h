@@ -223,6 +223,9 @@ int rl_coro_stat(const char *path, struct statx *stx);
  * (< 0) when it rejected; *value (may be NULL) receives the value or the
  * rejection's detail. A promise settled already gives its outcome without
  * suspending. -ENOMEM for a NULL promise (a failed allocation upstream).
+ * A value pointing into a combinator's array (all, all_settled, any) lives
+ * only as long as the promise: to use it after the await, take a reference
+ * of your own first (rl_promise_ref) and drop it when done.
  */
 struct rl_promise;
 struct rl_value;
