@@ -99,14 +99,14 @@ test-san: test-build
 test-run: test-build
 	$(BUILD)/tests/run $(TEST_ARGS)
 
-# Valgrind follows Criterion's forked test processes. Undefined-value
+# Valgrind follows Criterion's test processes (it re-executes itself). Undefined-value
 # checks are off: the kernel fills io_uring buffers behind Valgrind's back,
 # so their bytes look uninitialised to it; invalid accesses and leaks are
 # still errors.
 test-valgrind: test-build
 	RL_VALGRIND=1 RL_SOAK_N=$${RL_SOAK_N:-20000} valgrind --error-exitcode=99 \
 	  --leak-check=full --errors-for-leak-kinds=definite --undef-value-errors=no \
-	  --quiet $(BUILD)/tests/run -j1 $(TEST_ARGS)
+	  --trace-children=yes --quiet $(BUILD)/tests/run -j1 $(TEST_ARGS)
 
 # ---------------------------------------------------------------- tools
 compdb:
