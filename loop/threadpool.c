@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * threadpool.c - the epoll backend's workers.
+ *
+ * Locking rule. The pool has exactly one mutex, pool->lock, which guards
+ * the job queue and the idle/signalled/stop bookkeeping, and nothing else.
+ * Whoever holds it takes no other lock, makes no blocking call, and never
+ * runs a job or calls notify(): it only moves list pointers and counters.
+ * The list of finished jobs is not under any lock (workers push with a
+ * compare-and-swap, the loop takes it whole with an exchange), so a worker
+ * that finishes a job never waits for the loop, and the loop never waits for
+ * a worker except for the few instructions a queue operation lasts. Because
+ * no code path ever holds two locks, there is no order to get wrong; keep
+ * it that way: anything new that needs a lock of its own must not be taken
+ * while pool->lock is held, nor pool->lock while it is held.
+ *
+ * Ownership. A request on the queue belongs to the pool; once a worker pops
+ * it, to that worker alone, which reads its arguments and writes only its
+ * result fields (priv.res, the read_file buffer); once pushed on the done
+ * list, to the loop again. The mutex and the exchange on the done list give
+ * the happens-before edges between those owners. Workers never touch
+ * req->priv.state nor anything in the loop: rl_cancel() may set
+ * RL__REQ_CANCEL while a job runs, and the loop applies it afterwards.
+ *
+ * Wake-ups. The loop hands jobs over in batches and signals the condition
+ * variable only for workers that sleep on it and have not been signalled
+ * yet, so a burst of 10,000 jobs costs at most one futex wake per worker.
+ * A worker notifies the loop (one eventfd write) only when the loop has
+ * said it is going to sleep, and only the first worker to see that does:
+ * one write per sleep, however many jobs finish meanwhile, and none while
+ * the loop is awake. The loop takes the whole done list at once, so a
+ * batch of completions is one wake-up and one pass.
+ *
+ * Spinning. A worker whose queue runs dry polls it briefly before it
+ * sleeps (one worker at a time, and not counted as idle, so the loop does
+ * not signal it), and the loop polls the done list briefly before it
+ * sleeps (backend_epoll.c). A chain of short jobs, each submitted by the
+ * previous one's callback, then moves between the two threads through
+ * shared memory alone. The window is RL__POOL_SPIN_NS, tens of
+ * microseconds: longer than a cached file job, far shorter than a disk
+ * read, so waiting for real I/O still sleeps almost at once.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "threadpool.h"
+
+unsigned rl__pool_size(unsigned asked)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (asked)
+		return asked > RL__POOL_MAX_THREADS ? RL__POOL_MAX_THREADS
+						    : asked;
+	/* The CPUs this process may run on, which a container's cpuset or
+	 * taskset narrows; sysconf() counts every online CPU instead. */
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n <= 0)
+		n = 1;
+	return n > RL__POOL_MAX_THREADS ? RL__POOL_MAX_THREADS : (unsigned)n;
+}
+
+/*
+ * The loop sleeps only after rl__pool_may_sleep() set loop_asleep and then
+ * found the done list empty; a worker publishes its job on the list and
+ * then reads loop_asleep. Both pairs are sequentially consistent, so at
+ * least one side sees the other: either the loop finds the job and does
+ * not sleep, or the worker finds the flag and wakes it. The exchange makes
+ * that ONE eventfd write per sleep, however many jobs finish meanwhile;
+ * while the loop is awake (running callbacks, spinning) jobs finish
+ * without any syscall at all.
+ */
+static void post_done(struct rl__pool *pool, rl_req *req)
+{
+	rl_req *head = atomic_load_explicit(&pool->done, memory_order_relaxed);
+
+	do {
+		req->priv.next = head;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&pool->done, &head, req, memory_order_seq_cst,
+		memory_order_relaxed));
+	if (atomic_load_explicit(&pool->loop_asleep, memory_order_seq_cst) &&
+	    atomic_exchange_explicit(&pool->loop_asleep, 0,
+				     memory_order_seq_cst))
+		pool->notify(pool->arg);
+}
+
+bool rl__pool_may_sleep(struct rl__pool *pool)
+{
+	atomic_store_explicit(&pool->loop_asleep, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&pool->done, memory_order_seq_cst)) {
+		atomic_store_explicit(&pool->loop_asleep, 0,
+				      memory_order_relaxed);
+		return false;
+	}
+	return true;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Polls the queue length for a while, without the lock. Returns whether
+ * jobs turned up. */
+static bool spin_for_jobs(struct rl__pool *pool)
+{
+	uint64_t end = mono_ns() + RL__POOL_SPIN_NS;
+	unsigned i = 0;
+
+	for (;;) {
+		if (atomic_load_explicit(&pool->queued, memory_order_relaxed) ||
+		    atomic_load_explicit(&pool->stopping, memory_order_relaxed))
+			return true;
+		rl__cpu_relax();
+		if (++i % 64 == 0 && mono_ns() >= end)
+			return false;
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct rl__pool *pool = arg;
+	rl_req *req;
+
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		if (rl__fifo_empty(&pool->queue) && !pool->stop &&
+		    !pool->spinning && RL__POOL_SPIN_NS > 0) {
+			/* Not idle while it spins: nobody signals it. */
+			pool->spinning = true;
+			pthread_mutex_unlock(&pool->lock);
+			spin_for_jobs(pool);
+			pthread_mutex_lock(&pool->lock);
+			pool->spinning = false;
+		}
+		while (rl__fifo_empty(&pool->queue) && !pool->stop) {
+			pool->idle++;
+			pthread_cond_wait(&pool->cond, &pool->lock);
+			pool->idle--;
+			if (pool->signalled)
+				pool->signalled--;
+		}
+		if (rl__fifo_empty(&pool->queue))
+			break; /* stopping, and nothing left to do */
+		req = rl__fifo_pop(&pool->queue);
+		atomic_fetch_sub_explicit(&pool->queued, 1,
+					  memory_order_relaxed);
+		pthread_mutex_unlock(&pool->lock);
+
+		req->priv.work(req);
+		post_done(pool, req);
+
+		pthread_mutex_lock(&pool->lock);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return NULL;
+}
+
+static void stop_workers(struct rl__pool *pool, unsigned started)
+{
+	pthread_mutex_lock(&pool->lock);
+	pool->stop = true;
+	atomic_store(&pool->stopping, true);
+	pthread_mutex_unlock(&pool->lock);
+	pthread_cond_broadcast(&pool->cond);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(pool->threads[i], NULL);
+}
+
+int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
+		  void (*notify)(void *arg), void *arg)
+{
+	sigset_t all, old;
+	unsigned i;
+	int ret;
+
+	memset(pool, 0, sizeof(*pool));
+	atomic_init(&pool->done, NULL);
+	atomic_init(&pool->queued, 0);
+	atomic_init(&pool->stopping, false);
+	atomic_init(&pool->loop_asleep, 0);
+	pool->notify = notify;
+	pool->arg = arg;
+	pool->nthreads = nthreads ? nthreads : 1;
+	pool->threads = calloc(pool->nthreads, sizeof(*pool->threads));
+	if (!pool->threads)
+		return -ENOMEM;
+	ret = pthread_mutex_init(&pool->lock, NULL);
+	if (ret) {
+		free(pool->threads);
+		return -ret;
+	}
+	ret = pthread_cond_init(&pool->cond, NULL);
+	if (ret) {
+		pthread_mutex_destroy(&pool->lock);
+		free(pool->threads);
+		return -ret;
+	}
+	/* Workers start with every signal blocked, so a process-directed
+	 * signal goes to one of the application's own threads, and a job's
+	 * syscall is never interrupted by the application's handlers. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (i = 0; i < pool->nthreads; i++) {
+		ret = pthread_create(&pool->threads[i], NULL, worker, pool);
+		if (ret)
+			break;
+		pthread_setname_np(pool->threads[i], "rl-worker");
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		stop_workers(pool, i);
+		pthread_cond_destroy(&pool->cond);
+		pthread_mutex_destroy(&pool->lock);
+		free(pool->threads);
+		return -ret;
+	}
+	return 0;
+}
+
+void rl__pool_destroy(struct rl__pool *pool)
+{
+	stop_workers(pool, pool->nthreads);
+	pthread_cond_destroy(&pool->cond);
+	pthread_mutex_destroy(&pool->lock);
+	free(pool->threads);
+	pool->threads = NULL;
+}
+
+unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs)
+{
+	unsigned n = 0, wake = 0;
+
+	for (rl_req *r = jobs->head; r; r = r->priv.next)
+		n++;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&pool->lock);
+	rl__fifo_splice(&pool->queue, jobs);
+	atomic_fetch_add_explicit(&pool->queued, n, memory_order_relaxed);
+	/* Wake only sleepers nobody has woken yet, and no more of them than
+	 * there are new jobs the spinning worker (if any) leaves: a signal
+	 * to a worker that will find the queue empty is a wasted futex call
+	 * on both sides. */
+	if (pool->spinning)
+		n--; /* the spinning worker takes one without a signal */
+	if (pool->idle > pool->signalled) {
+		wake = pool->idle - pool->signalled;
+		if (wake > n)
+			wake = n;
+		pool->signalled += wake;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	for (unsigned i = 0; i < wake; i++)
+		pthread_cond_signal(&pool->cond);
+	return wake;
+}
+
+bool rl__pool_cancel(struct rl__pool *pool, rl_req *req)
+{
+	bool found;
+
+	pthread_mutex_lock(&pool->lock);
+	found = rl__fifo_remove(&pool->queue, req);
+	if (found)
+		atomic_fetch_sub_explicit(&pool->queued, 1,
+					  memory_order_relaxed);
+	pthread_mutex_unlock(&pool->lock);
+	return found;
+}
+
+void rl__pool_cancel_all(struct rl__pool *pool, struct rl__fifo *out)
+{
+	pthread_mutex_lock(&pool->lock);
+	rl__fifo_splice(out, &pool->queue);
+	atomic_store_explicit(&pool->queued, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+void rl__pool_take_done(struct rl__pool *pool, struct rl__fifo *out)
+{
+	rl_req *list, *rev = NULL, *next;
+
+	if (!rl__pool_has_done(pool))
+		return;
+	list = atomic_exchange_explicit(&pool->done, NULL,
+					memory_order_acquire);
+	/* The list is LIFO; reverse it so callbacks run in finishing order. */
+	while (list) {
+		next = list->priv.next;
+		list->priv.next = rev;
+		rev = list;
+		list = next;
+	}
+	while (rev) {
+		next = rev->priv.next;
+		rl__fifo_push(out, rev);
+		rev = next;
+	}
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * threadpool.h - a fixed set of worker threads for blocking file work.
+ *
+ * A job is a request: the loop sets req->priv.work and hands the request
+ * over; a worker runs work(req), which leaves its result in the request
+ * (priv.res[0]), and posts the request back on a lock-free list. The pool
+ * calls notify() (an eventfd write) only for a loop that said it is going
+ * to sleep, once per sleep, so a burst of completions costs the loop one
+ * wake-up at most. See threadpool.c for the locking rule.
+ *
+ * Every function but the worker side is for the loop thread only.
+ */
+#ifndef RINGLOOP_THREADPOOL_H
+#define RINGLOOP_THREADPOOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "internal.h"
+
+#define RL__POOL_MAX_THREADS 256
+
+struct rl__pool {
+	/* Job queue and the worker bookkeeping, all under lock. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rl__fifo queue;	/* jobs not started yet */
+	unsigned idle;		/* workers asleep on cond */
+	unsigned signalled;	/* wake-ups sent and not yet taken */
+	bool spinning;		/* a worker polls the queue before sleeping */
+	bool stop;
+	atomic_uint queued;	/* the queue's length, for the spinner */
+	atomic_bool stopping;	/* stop, for the spinner */
+
+	/* The loop is (about to be) asleep in epoll_wait: the next worker to
+	 * finish a job must wake it. Cleared by whoever wakes it. */
+	atomic_int loop_asleep;
+
+	/* Finished jobs, pushed by any worker, taken whole by the loop. */
+	_Atomic(rl_req *) done;
+
+	/* Wakes the sleeping loop; set once at init, called by workers. */
+	void (*notify)(void *arg);
+	void *arg;
+
+	unsigned nthreads;
+	pthread_t *threads;
+};
+
+/* The thread count option resolved: 0 means the CPUs this process may use. */
+unsigned rl__pool_size(unsigned asked);
+
+/* Starts nthreads workers. Returns 0 or -errno (nothing left running). */
+int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
+		  void (*notify)(void *arg), void *arg);
+
+/* Stops and joins every worker. The queue must be empty and no job may be
+ * running or unclaimed on the done list (the loop has drained it). */
+void rl__pool_destroy(struct rl__pool *pool);
+
+/* Hands a batch of jobs (linked by priv.next) to the workers. Returns the
+ * number of sleeping workers it woke (each wake-up may be a futex call). */
+unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs);
+
+/* Takes req off the queue if no worker has started it. Returns whether it
+ * did; false means it is running or already finished. */
+bool rl__pool_cancel(struct rl__pool *pool, rl_req *req);
+
+/* Takes every job not started yet off the queue, onto *out. */
+void rl__pool_cancel_all(struct rl__pool *pool, struct rl__fifo *out);
+
+/*
+ * Spinning. A worker that finds the queue empty polls it for up to
+ * RL__POOL_SPIN_NS before it sleeps on the condition variable (one worker
+ * at a time), and the loop polls the done list as long before it sleeps in
+ * epoll_wait. A job handed over and finished within that window then costs
+ * no futex call and no eventfd round trip on either side: that is what
+ * makes a chain of small jobs (each started by the previous one's
+ * callback) cheap. 0 turns spinning off.
+ */
+#ifndef RL__POOL_SPIN_NS
+#define RL__POOL_SPIN_NS 50000
+#endif
+
+static inline void rl__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/*
+ * The loop is going to sleep. Returns false, and the loop must not sleep,
+ * when a finished job is there already; otherwise the next job to finish
+ * will notify(). Pair with rl__pool_awake() after the sleep.
+ */
+bool rl__pool_may_sleep(struct rl__pool *pool);
+
+static inline void rl__pool_awake(struct rl__pool *pool)
+{
+	atomic_store_explicit(&pool->loop_asleep, 0, memory_order_relaxed);
+}
+
+/* Cheap check (no lock, no syscall) for finished jobs. */
+static inline bool rl__pool_has_done(struct rl__pool *pool)
+{
+	return atomic_load_explicit(&pool->done, memory_order_relaxed) != NULL;
+}
+
+/* Takes every finished job, in the order they finished, onto *out. */
+void rl__pool_take_done(struct rl__pool *pool, struct rl__fifo *out);
+
+#endif /* RINGLOOP_THREADPOOL_H */

@@ -1,0 +1,816 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fallback.c - backend selection when io_uring is refused (a real
+ * seccomp filter, as Docker's default profile installs), the environment
+ * override, and what is particular to the epoll backend: the thread pool
+ * (saturation, batched wake-ups, close with jobs running, cancel of a
+ * queued job), the inline fast path and its counters, and reads that must
+ * not block a worker (pipes).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/io_uring.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+struct seen {
+	int calls;
+	int64_t result;
+};
+
+static void count_cb(rl_req *req)
+{
+	struct seen *s = req->data;
+
+	s->calls++;
+	s->result = req->result;
+}
+
+static rl_loop *epoll_loop(unsigned flags, unsigned threads)
+{
+	const struct tp tp = { RL_BACKEND_EPOLL, flags, "epoll" };
+	struct rl_options opt;
+
+	rl_options_init(&opt);
+	opt.pool_threads = threads;
+	return tloop_opts(&tp, &opt);
+}
+
+static int thread_count(void)
+{
+	char line[256];
+	int n = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/* ------------------------------------------------------ backend choice */
+
+#if defined(__x86_64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#ifdef TEST_AUDIT_ARCH
+/*
+ * io_uring_setup() fails with EPERM, everything else is allowed. A
+ * syscall made with another architecture's numbering (x86-64 can run
+ * i386 code) is killed, since its numbers mean something else; on x86-64
+ * the x32 ABI shares the architecture but sets bit 30 of the number,
+ * which the comparison with the plain number lets through as a mismatch,
+ * so x32's io_uring_setup is refused too.
+ */
+static int deny_io_uring(void)
+{
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+		/* x32: clear the ABI bit before comparing. */
+		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~0x40000000u),
+#endif
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K,
+			 SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {
+		.len = sizeof(filter) / sizeof(filter[0]),
+		.filter = filter,
+	};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return -errno;
+	return 0;
+}
+
+/* What the child checks, in order; its exit status is the first step
+ * that failed (0: all passed). */
+enum {
+	STEP_OK = 0,
+	STEP_NO_SECCOMP = 77, /* seccomp() missing: valgrind 3.19, old kernel */
+	STEP_FILTER = 1,
+	STEP_SETUP_NOT_REFUSED,
+	STEP_AUTO_OPEN,
+	STEP_AUTO_NOT_EPOLL,
+	STEP_AUTO_REASON,
+	STEP_READ_SUBMIT,
+	STEP_READ_RUN,
+	STEP_READ_RESULT,
+	STEP_READ_CONTENT,
+	STEP_CLOSE,
+	STEP_URING_NOT_EPERM,
+	STEP_URING_LOOP_SET,
+};
+
+static const char *step_names[] = {
+	"ok", "installing the seccomp filter",
+	"io_uring_setup was not refused by the filter",
+	"rl_loop_open(AUTO) failed", "AUTO did not pick epoll",
+	"backend reason does not mention EPERM", "rl_read_file failed",
+	"rl_run failed", "wrong read_file result", "wrong read_file content",
+	"rl_loop_close failed", "RL_BACKEND_URING did not fail with -EPERM",
+	"RL_BACKEND_URING failed but set *out",
+};
+
+static int child_under_filter(const char *path, size_t size)
+{
+	struct io_uring_params p;
+	struct rl_options opt;
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
+	rl_loop *loop = NULL;
+	char buf[256];
+	long r;
+
+	unsetenv("RINGLOOP_BACKEND");
+	r = deny_io_uring();
+	if (r == -ENOSYS)
+		return STEP_NO_SECCOMP;
+	if (r < 0)
+		return STEP_FILTER;
+	memset(&p, 0, sizeof(p));
+	r = syscall(__NR_io_uring_setup, 4, &p);
+	if (r >= 0 || errno != EPERM)
+		return STEP_SETUP_NOT_REFUSED;
+
+	rl_options_init(&opt);
+	opt.backend = RL_BACKEND_AUTO;
+	if (rl_loop_open(&loop, &opt) < 0)
+		return STEP_AUTO_OPEN;
+	if (strcmp(rl_loop_backend(loop), "epoll"))
+		return STEP_AUTO_NOT_EPOLL;
+	if (!strstr(rl_loop_backend_reason(loop), "EPERM"))
+		return STEP_AUTO_REASON;
+	if (rl_read_file(loop, &req, path, buf, sizeof(buf), 0, count_cb))
+		return STEP_READ_SUBMIT;
+	if (rl_run(loop, RL_RUN_DEFAULT) < 0)
+		return STEP_READ_RUN;
+	if (s.calls != 1 || s.result != (int64_t)size)
+		return STEP_READ_RESULT;
+	for (size_t i = 0; i < size; i++)
+		if ((unsigned char)buf[i] != tbyte("seccomp", i))
+			return STEP_READ_CONTENT;
+	if (rl_loop_close(loop))
+		return STEP_CLOSE;
+
+	/* Asking for io_uring by name is an error, not a silent switch. */
+	loop = (rl_loop *)&opt;
+	opt.backend = RL_BACKEND_URING;
+	if (rl_loop_open(&loop, &opt) != -EPERM)
+		return STEP_URING_NOT_EPERM;
+	if (loop)
+		return STEP_URING_LOOP_SET;
+	return STEP_OK;
+}
+
+Test(fallback, seccomp_refused_io_uring_falls_back_to_epoll)
+{
+	const char *path = tfile("seccomp", 100);
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		_exit(child_under_filter(path, 100));
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "child died: signal %d",
+		  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	if (WEXITSTATUS(status) == STEP_NO_SECCOMP)
+		cr_skip_test("seccomp() is not available here (valgrind?)");
+	cr_assert_eq(WEXITSTATUS(status), STEP_OK, "child failed at: %s",
+		     (size_t)WEXITSTATUS(status) <
+				     sizeof(step_names) / sizeof(step_names[0])
+			     ? step_names[WEXITSTATUS(status)]
+			     : "?");
+}
+#endif /* TEST_AUDIT_ARCH */
+
+Test(fallback, environment_picks_epoll)
+{
+	struct rl_options opt;
+	rl_loop *loop = NULL;
+
+	rl_options_init(&opt);
+	cr_assert_eq(setenv("RINGLOOP_BACKEND", "epoll", 1), 0);
+	cr_assert_eq(rl_loop_open(&loop, &opt), 0);
+	unsetenv("RINGLOOP_BACKEND");
+	cr_assert_str_eq(rl_loop_backend(loop), "epoll");
+	cr_assert_str_eq(rl_loop_backend_reason(loop), "asked for epoll");
+	cr_assert_eq(rl_loop_close(loop), 0);
+}
+
+/* ------------------------------------------------------------ the pool */
+
+/* Many more requests than workers (one): all complete, in full. Runs on
+ * every backend; pool_threads means nothing to io_uring. */
+BACKEND_TEST(pool, saturated_single_worker)
+{
+	enum { N = 2000, SIZE = 65536 };
+	const char *path = tfile("saturated", SIZE);
+	struct rl_options opt;
+	static rl_req reqs[N];
+	static char bufs[N][64];
+	struct seen s = { 0 };
+	struct rl_stats st;
+	rl_loop *loop;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	rl_options_init(&opt);
+	opt.pool_threads = 1;
+	loop = tloop_opts(tp, &opt);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s };
+		if (i % 2)
+			cr_assert_eq(rl_read(loop, &reqs[i], fd, bufs[i], 64,
+					     (int64_t)i * 31, count_cb), 0);
+		else
+			cr_assert_eq(rl_read_file(loop, &reqs[i], path, NULL,
+						  0, RL_READ_FILE_GROW,
+						  count_cb), 0);
+	}
+	trun(loop);
+	cr_assert_eq(s.calls, N);
+	for (int i = 0; i < N; i++) {
+		if (i % 2) {
+			cr_assert_eq(reqs[i].result, 64);
+			for (int j = 0; j < 64; j++)
+				cr_assert_eq((unsigned char)bufs[i][j],
+					     tbyte("saturated",
+						   (size_t)i * 31 + j));
+		} else {
+			cr_assert_eq(reqs[i].result, SIZE);
+			tcheck("saturated", reqs[i].buf, SIZE);
+			free(reqs[i].buf);
+		}
+	}
+	rl_loop_stats(loop, &st);
+	if (tp->backend == RL_BACKEND_EPOLL && (tp->flags & RL_NO_INLINE))
+		cr_assert_eq(st.pool_jobs, N);
+	tclose(loop);
+	close(fd);
+}
+
+/* Completions that arrive while the loop is awake cost no wake-up at all;
+ * while it sleeps, one per sleep at most. */
+Test(pool, completions_are_batched)
+{
+	enum { N = 2000 };
+	const char *path = tfile("batch", 12);
+	static rl_req reqs[N];
+	static char bufs[N][32];
+	struct seen s = { 0 };
+	struct rl_stats st;
+	rl_loop *loop = epoll_loop(RL_NO_INLINE, 2);
+
+	/* Never letting the loop sleep: the workers never need to wake it. */
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s };
+		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
+					  count_cb), 0);
+	}
+	while (s.calls < N) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	rl_loop_stats(loop, &st);
+	cr_assert_eq(st.pool_jobs, N);
+	cr_assert_eq(st.inline_completions, 0);
+	cr_assert_eq(st.waits, 0, "RL_RUN_NOWAIT never needs epoll_wait");
+	cr_assert_eq(st.wakeups, 0, "workers woke a loop that was awake");
+
+	/* Letting it sleep: at most one eventfd read per epoll_wait. */
+	s.calls = 0;
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
+					  count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s.calls, N);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(reqs[i].result, 12);
+	rl_loop_stats(loop, &st);
+	cr_assert_eq(st.pool_jobs, 2 * N);
+	cr_assert_leq(st.wakeups, st.waits);
+	cr_assert_lt(st.wakeups, N, "one wake-up per job: not batched");
+	tclose(loop);
+}
+
+/* A worker blocked in open() of a FIFO keeps the jobs behind it queued,
+ * which makes "not started yet" deterministic. */
+struct fifo_writer {
+	const char *path;
+	int delay_ms;
+	int fd; /* already open, or -1 */
+};
+
+static void *write_fifo(void *arg)
+{
+	struct fifo_writer *w = arg;
+	int fd = w->fd;
+
+	usleep((useconds_t)w->delay_ms * 1000);
+	if (fd < 0)
+		fd = open(w->path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, "abc", 3) != 3)
+			abort();
+		close(fd);
+	}
+	return NULL;
+}
+
+static const char *make_fifo(const char *name)
+{
+	const char *path = tpath(name);
+
+	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
+	return path;
+}
+
+static void pool_cancel_queued(unsigned flags)
+{
+	enum { N = 5 };
+	const char *fifo = make_fifo("blocker");
+	const char *path = tfile("queued", 20);
+	struct fifo_writer w = { fifo, 0, -1 };
+	struct seen sb = { 0 }, s[N] = { { 0 } };
+	rl_req blocker = { .data = &sb }, reqs[N];
+	struct statx stx[N];
+	char bbuf[16];
+	pthread_t th;
+	rl_loop *loop = epoll_loop(flags, 1);
+
+	cr_assert_eq(rl_read_file(loop, &blocker, fifo, bbuf, sizeof(bbuf), 0,
+				  count_cb), 0);
+	/* stat always goes to the pool, fast path or not: these queue up
+	 * behind the blocked worker. */
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s[i] };
+		cr_assert_eq(rl_stat(loop, &reqs[i], path, &stx[i], count_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* hand them over */
+	cr_assert_eq(sb.calls, 0);
+	cr_assert_eq(rl_cancel(loop, &reqs[2]), 0);
+	cr_assert_eq(rl_cancel(loop, &reqs[2]), -EALREADY);
+	cr_assert_eq(s[2].calls, 0, "cancel must not run the callback");
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(s[2].calls, 1);
+	cr_assert_eq(s[2].result, -ECANCELED);
+
+	cr_assert_eq(pthread_create(&th, NULL, write_fifo, &w), 0);
+	trun(loop);
+	pthread_join(th, NULL);
+	cr_assert_eq(sb.calls, 1);
+	cr_assert_eq(sb.result, 3);
+	cr_assert_eq(memcmp(bbuf, "abc", 3), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(s[i].calls, 1);
+		if (i != 2) {
+			cr_assert_eq(s[i].result, 0);
+			cr_assert_eq(stx[i].stx_size, 20);
+		}
+	}
+	tclose(loop);
+}
+
+Test(pool, cancel_queued_job)
+{
+	pool_cancel_queued(RL_NO_INLINE);
+}
+
+Test(pool, cancel_queued_job_inline)
+{
+	pool_cancel_queued(0);
+}
+
+static int close_calls[64];
+
+static void close_cb(rl_req *req)
+{
+	int i = (int)(intptr_t)req->data;
+
+	close_calls[i]++;
+	/* An open that did complete hands its fd over; close it. */
+	if (req->op == RL_OP_OPEN && req->result >= 0)
+		close((int)req->result);
+}
+
+/* Close with one job running (blocked until a writer shows up) and many
+ * queued: queued ones end with -ECANCELED, the running one with its real
+ * result, every callback once, no fd and no thread left behind. */
+static void close_in_flight(unsigned flags)
+{
+	enum { N = 60 };
+	const char *fifo = make_fifo("closing");
+	const char *path = tfile("closing-file", 50);
+	struct fifo_writer w = { fifo, 50, -1 };
+	rl_req blocker = { .data = (void *)(intptr_t)N }, reqs[N];
+	static char bufs[N][64];
+	struct statx stx[N];
+	char bbuf[16];
+	int threads = thread_count();
+	pthread_t th;
+	rl_loop *loop;
+
+	memset(close_calls, 0, sizeof(close_calls));
+	loop = epoll_loop(flags, 1);
+	cr_assert_gt(thread_count(), threads, "the pool has its worker");
+	cr_assert_eq(rl_read_file(loop, &blocker, fifo, bbuf, sizeof(bbuf), 0,
+				  close_cb), 0);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = (void *)(intptr_t)i };
+		switch (i % 3) {
+		case 0:
+			cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i],
+						  64, 0, close_cb), 0);
+			break;
+		case 1:
+			cr_assert_eq(rl_open(loop, &reqs[i], path,
+					     O_RDONLY | O_CLOEXEC, 0, close_cb),
+				     0);
+			break;
+		case 2:
+			cr_assert_eq(rl_stat(loop, &reqs[i], path, &stx[i],
+					     close_cb), 0);
+			break;
+		}
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* hand them over */
+	/* A writer's non-blocking open succeeds once the worker waits in
+	 * its open: from then on the worker is busy with the blocker. */
+	while ((w.fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
+		cr_assert_eq(errno, ENXIO);
+		usleep(1000);
+	}
+	cr_assert_eq(pthread_create(&th, NULL, write_fifo, &w), 0);
+	tclose(loop);
+	pthread_join(th, NULL);
+	cr_assert_eq(thread_count(), threads, "a worker outlived the loop");
+	cr_assert_eq(close_calls[N], 1);
+	cr_assert_eq(blocker.result, 3, "the running job's real result");
+	for (int i = 0; i < N; i++) {
+		int64_t want = i % 3 == 0 ? 50 : 0;
+
+		cr_assert_eq(close_calls[i], 1, "request %d: %d callbacks", i,
+			     close_calls[i]);
+		if (i % 3 == 1)
+			cr_assert(reqs[i].result == -ECANCELED ||
+				  reqs[i].result >= 0);
+		else
+			cr_assert(reqs[i].result == -ECANCELED ||
+				  reqs[i].result == want,
+				  "request %d: %lld", i,
+				  (long long)reqs[i].result);
+		if (flags & RL_NO_INLINE)
+			cr_assert_eq(reqs[i].result, -ECANCELED,
+				     "queued behind the blocked worker");
+	}
+}
+
+Test(pool, close_with_jobs_in_flight)
+{
+	close_in_flight(RL_NO_INLINE);
+}
+
+Test(pool, close_with_jobs_in_flight_inline)
+{
+	close_in_flight(0);
+}
+
+/* ------------------------------------------------------- the fast path */
+
+static bool have_resolve_cached(void)
+{
+	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_CACHED };
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+static void fast_path_counters(unsigned flags)
+{
+	enum { N = 50 };
+	const char *path = tfile("fast", 12);
+	rl_req reqs[N];
+	char bufs[N][64], warm[64];
+	struct seen s = { 0 };
+	struct rl_stats st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	rl_loop *loop;
+
+	/* The file was just written, so it is cached; one read makes sure
+	 * the dentry and the page are both there. */
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(read(fd, warm, sizeof(warm)), 12);
+	close(fd);
+	loop = epoll_loop(flags, 0);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s };
+		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 64, 0,
+					  count_cb), 0);
+	}
+	cr_assert_eq(s.calls, 0, "inline work still calls back later");
+	trun(loop);
+	cr_assert_eq(s.calls, N);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(reqs[i].result, 12);
+		tcheck("fast", bufs[i], 12);
+	}
+	rl_loop_stats(loop, &st);
+	if (flags & RL_NO_INLINE) {
+		cr_assert_eq(st.inline_completions, 0);
+		cr_assert_eq(st.pool_jobs, N);
+	} else if (have_resolve_cached()) {
+		cr_assert_gt(st.inline_completions, 0);
+		cr_assert_eq(st.inline_completions + st.pool_jobs, N);
+	} else {
+		/* No openat2 (kernel < 5.6, or valgrind 3.19, which does not
+		 * know the syscall): the loop notices and uses the pool. */
+		cr_assert_eq(st.pool_jobs, N);
+	}
+	tclose(loop);
+}
+
+Test(fastpath, counters_inline)
+{
+	fast_path_counters(0);
+}
+
+Test(fastpath, counters_pool_only)
+{
+	fast_path_counters(RL_NO_INLINE);
+}
+
+/* Writes a file, then evicts it from the page cache except for its first
+ * 64 KiB, so that an RWF_NOWAIT read of it stops short. Returns whether
+ * the eviction worked (it needs a file system with a page cache of its own,
+ * not tmpfs). */
+static bool partly_cached(const char *name, size_t size)
+{
+	const char *path = tfile(name, size);
+	char *buf = malloc(65536);
+	bool ok;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_not_null(buf);
+	fsync(fd);
+	ok = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+	/* No read-ahead on this fd: only the pages read get cached. */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+	cr_assert_eq(pread(fd, buf, 65536, 0), 65536);
+	free(buf);
+	close(fd);
+	return ok;
+}
+
+/* A short RWF_NOWAIT read (a partial cache hit) is not the end of the
+ * file: read_file and read both go on and return everything. */
+BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
+{
+	enum { SIZE = 1 << 20 };
+	struct seen s1 = { 0 }, s2 = { 0 };
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	char *buf = malloc(SIZE);
+	const char *path;
+	rl_loop *loop = tloop(tp);
+	int fd;
+
+	partly_cached("partial", SIZE);
+	path = tpath("partial");
+	cr_assert_eq(rl_read_file(loop, &r1, path, NULL, 0, RL_READ_FILE_GROW,
+				  count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s1.result, SIZE);
+	tcheck("partial", r1.buf, SIZE);
+	free(r1.buf);
+
+	partly_cached("partial2", SIZE);
+	fd = open(tpath("partial2"), O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(rl_read(loop, &r2, fd, buf, SIZE, -1, count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s2.result, SIZE);
+	tcheck("partial2", buf, SIZE);
+	cr_assert_eq(lseek(fd, 0, SEEK_CUR), SIZE, "the position moved");
+	close(fd);
+	free(buf);
+	tclose(loop);
+}
+
+/* A caller's buffer smaller than the file: -EFBIG, whichever path read
+ * it; with RL_READ_FILE_GROW the buffer grows instead. */
+BACKEND_TEST(fastpath, too_big_and_grow)
+{
+	const char *path = tfile("toobig", 10000);
+	struct seen s1 = { 0 }, s2 = { 0 };
+	char small[4096];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+	void *grow = malloc(100);
+
+	cr_assert_eq(rl_read_file(loop, &r1, path, small, sizeof(small), 0,
+				  count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, path, grow, 100,
+				  RL_READ_FILE_GROW, count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s1.result, -EFBIG);
+	cr_assert_eq(s2.result, 10000);
+	cr_assert_geq(r2.len, 10000);
+	tcheck("toobig", r2.buf, 10000);
+	free(r2.buf);
+	tclose(loop);
+}
+
+/* procfs: st_size is 0 and RWF_NOWAIT is refused; the content still
+ * arrives whole. (Not /proc/self/...: valgrind fakes some of those for
+ * open() but not for io_uring, which reads the real ones.) */
+#define PROC_FILE "/proc/sys/kernel/osrelease"
+
+BACKEND_TEST(fastpath, procfs_file)
+{
+	char want[4096];
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+	int fd = open(PROC_FILE, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	cr_assert_geq(fd, 0);
+	n = read(fd, want, sizeof(want));
+	close(fd);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(rl_read_file(loop, &req, PROC_FILE, NULL, 0,
+				  RL_READ_FILE_GROW, count_cb), 0);
+	trun(loop);
+	cr_assert_eq(s.result, n);
+	cr_assert_eq(memcmp(req.buf, want, (size_t)n), 0);
+	free(req.buf);
+	tclose(loop);
+}
+
+/* An fd from rl_open() has exactly the flags asked for, even when the
+ * fast path opened it (it adds O_NONBLOCK for the attempt). */
+BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
+{
+	const char *path = tfile("flags", 5);
+	struct seen s1 = { 0 }, s2 = { 0 };
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+	int fl;
+
+	cr_assert_eq(rl_open(loop, &r1, path, O_RDONLY | O_CLOEXEC, 0,
+			     count_cb), 0);
+	cr_assert_eq(rl_open(loop, &r2, path,
+			     O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0, count_cb),
+		     0);
+	trun(loop);
+	cr_assert_geq(s1.result, 0);
+	cr_assert_geq(s2.result, 0);
+	fl = fcntl((int)s1.result, F_GETFL);
+	cr_assert_eq(fl & O_NONBLOCK, 0);
+	cr_assert_eq(fl & O_ACCMODE, O_RDONLY);
+	cr_assert_eq(fcntl((int)s1.result, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	fl = fcntl((int)s2.result, F_GETFL);
+	cr_assert_eq(fl & O_NONBLOCK, O_NONBLOCK);
+	close((int)s1.result);
+	close((int)s2.result);
+	tclose(loop);
+}
+
+/* ---------------------------------------------------- reads that wait */
+
+/* Data that arrives later, on two reads waiting on the same pipe. */
+BACKEND_TEST(pipe, reads_wait_for_data)
+{
+	int p[2];
+	struct seen s1 = { 0 }, s2 = { 0 };
+	char b1[16], b2[16];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	cr_assert_eq(rl_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
+		     0);
+	cr_assert_eq(rl_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
+		     0);
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(s1.calls + s2.calls, 0);
+	cr_assert_eq(write(p[1], "hello", 5), 5);
+	while (s1.calls + s2.calls < 1)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert_eq(write(p[1], "world!", 6), 6);
+	trun(loop);
+	cr_assert_eq(s1.calls, 1);
+	cr_assert_eq(s2.calls, 1);
+	cr_assert_eq(s1.result + s2.result, 11);
+	cr_assert(s1.result == 5 || s1.result == 6);
+	close(p[0]);
+	close(p[1]);
+	tclose(loop);
+}
+
+/* A pipe with data is read at once; end of file is 0. */
+BACKEND_TEST(pipe, ready_data_and_eof)
+{
+	int p[2];
+	struct seen s1 = { 0 }, s2 = { 0 };
+	char b1[16], b2[16];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	cr_assert_eq(write(p[1], "abc", 3), 3);
+	cr_assert_eq(rl_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(s1.result, 3);
+	cr_assert_eq(memcmp(b1, "abc", 3), 0);
+	close(p[1]);
+	cr_assert_eq(rl_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(s2.result, 0);
+	close(p[0]);
+	tclose(loop);
+}
+
+/* Closing the loop ends a read that waits forever. */
+BACKEND_TEST(pipe, close_ends_waiting_read)
+{
+	int p[2];
+	struct seen s = { 0 };
+	char buf[16];
+	rl_req req = { .data = &s };
+	rl_loop *loop;
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	loop = tloop(tp); /* after the pipe: tclose() counts fds */
+	cr_assert_eq(rl_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+		     0);
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	tclose(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, -ECANCELED);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* An O_NONBLOCK descriptor with nothing to read waits for data all the
+ * same: io_uring polls such a file rather than answering -EAGAIN, and the
+ * epoll backend does as io_uring does. */
+BACKEND_TEST(pipe, nonblocking_fd_waits_too)
+{
+	int p[2];
+	struct seen s = { 0 };
+	char buf[16];
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	cr_assert_eq(rl_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+		     0);
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(s.calls, 0);
+	cr_assert_eq(write(p[1], "xyz", 3), 3);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 3, "got %lld", (long long)s.result);
+	close(p[0]);
+	close(p[1]);
+	tclose(loop);
+}
