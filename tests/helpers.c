@@ -69,6 +69,14 @@ void tclose(rl_loop *loop)
 	fd_baseline = -1;
 }
 
+void tseen_cb(rl_req *req)
+{
+	struct tseen *s = req->data;
+
+	s->calls++;
+	s->result = req->result;
+}
+
 void trun(rl_loop *loop)
 {
 	int ret = rl_run(loop, RL_RUN_DEFAULT);

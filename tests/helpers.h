@@ -52,6 +52,14 @@ void tcheck(const char *name, const void *buf, size_t len);
 /* Number of open fds of this process. */
 int tfd_count(void);
 
+/* A request callback that counts its calls and keeps the last result:
+ * req->data points to a struct tseen. */
+struct tseen {
+	int calls;
+	int64_t result;
+};
+void tseen_cb(rl_req *req);
+
 /* Runs the loop to idle and asserts it returned >= 0. */
 void trun(rl_loop *loop);
 

@@ -9,29 +9,16 @@
 
 #include "helpers.h"
 
-struct seen {
-	int calls;
-	int64_t result;
-};
-
-static void count_cb(rl_req *req)
-{
-	struct seen *s = req->data;
-
-	s->calls++;
-	s->result = req->result;
-}
-
 BACKEND_TEST(fs, read_file_small)
 {
 	const char *path = tfile("small", 12);
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[4096];
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_read_file(loop, &req, path, buf, sizeof(buf), 0,
-				  count_cb), 0);
+				  tseen_cb), 0);
 	cr_assert_eq(s.calls, 0, "callback ran inside the submitting call");
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
@@ -43,13 +30,13 @@ BACKEND_TEST(fs, read_file_small)
 BACKEND_TEST(fs, read_file_empty)
 {
 	const char *path = tfile("empty", 0);
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[16];
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_read_file(loop, &req, path, buf, sizeof(buf), 0,
-				  count_cb), 0);
+				  tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, 0);
@@ -60,13 +47,13 @@ BACKEND_TEST(fs, read_file_exact_fit_and_too_big)
 {
 	const char *exact = tfile("exact", 64);
 	const char *big = tfile("big", 65);
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	char b1[64], b2[64];
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &r1, exact, b1, 64, 0, count_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &r2, big, b2, 64, 0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r1, exact, b1, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, big, b2, 64, 0, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
 	cr_assert_eq(s1.result, 64);
@@ -80,12 +67,12 @@ BACKEND_TEST(fs, read_file_grows_for_large_file)
 {
 	size_t size = 5u << 20; /* several MB, far past the first guess */
 	const char *path = tfile("large", size);
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_read_file(loop, &req, path, NULL, 0,
-				  RL_READ_FILE_GROW, count_cb), 0);
+				  RL_READ_FILE_GROW, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, (int64_t)size, "result %lld",
@@ -99,12 +86,12 @@ BACKEND_TEST(fs, read_file_grows_for_large_file)
 BACKEND_TEST(fs, read_file_grow_exact_power_of_two)
 {
 	const char *path = tfile("pow2", 8192);
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_read_file(loop, &req, path, NULL, 4096,
-				  RL_READ_FILE_GROW, count_cb), 0);
+				  RL_READ_FILE_GROW, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, 8192);
@@ -115,15 +102,15 @@ BACKEND_TEST(fs, read_file_grow_exact_power_of_two)
 
 BACKEND_TEST(fs, read_file_missing_and_directory)
 {
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	char buf[64];
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_read_file(loop, &r1, tpath("nope"), buf, sizeof(buf),
-				  0, count_cb), 0);
+				  0, tseen_cb), 0);
 	cr_assert_eq(rl_read_file(loop, &r2, tdir(), buf, sizeof(buf), 0,
-				  count_cb), 0);
+				  tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
 	cr_assert_eq(s1.result, -ENOENT);
@@ -142,26 +129,26 @@ BACKEND_TEST(fs, bad_arguments_fail_synchronously)
 
 	memset(longpath, 'a', sizeof(longpath) - 1);
 	longpath[sizeof(longpath) - 1] = 0;
-	cr_assert_eq(rl_read_file(loop, &req, NULL, buf, 8, 0, count_cb),
+	cr_assert_eq(rl_read_file(loop, &req, NULL, buf, 8, 0, tseen_cb),
 		     -EFAULT);
-	cr_assert_eq(rl_read_file(loop, &req, "", buf, 8, 0, count_cb),
+	cr_assert_eq(rl_read_file(loop, &req, "", buf, 8, 0, tseen_cb),
 		     -ENOENT);
-	cr_assert_eq(rl_read_file(loop, &req, longpath, buf, 8, 0, count_cb),
+	cr_assert_eq(rl_read_file(loop, &req, longpath, buf, 8, 0, tseen_cb),
 		     -ENAMETOOLONG);
-	cr_assert_eq(rl_read_file(loop, &req, "x", NULL, 8, 0, count_cb),
+	cr_assert_eq(rl_read_file(loop, &req, "x", NULL, 8, 0, tseen_cb),
 		     -EFAULT);
-	cr_assert_eq(rl_read_file(loop, &req, "x", buf, 8, 0x80, count_cb),
+	cr_assert_eq(rl_read_file(loop, &req, "x", buf, 8, 0x80, tseen_cb),
 		     -EINVAL);
 	cr_assert_eq(rl_read_file(loop, &req, "x", buf, 8, 0, NULL), -EINVAL);
-	cr_assert_eq(rl_read(loop, &req, -1, buf, 8, 0, count_cb), -EBADF);
-	cr_assert_eq(rl_read(loop, &req, 0, NULL, 8, 0, count_cb), -EFAULT);
-	cr_assert_eq(rl_read(loop, &req, 0, buf, 8, -2, count_cb), -EINVAL);
+	cr_assert_eq(rl_read(loop, &req, -1, buf, 8, 0, tseen_cb), -EBADF);
+	cr_assert_eq(rl_read(loop, &req, 0, NULL, 8, 0, tseen_cb), -EFAULT);
+	cr_assert_eq(rl_read(loop, &req, 0, buf, 8, -2, tseen_cb), -EINVAL);
 	cr_assert_eq(rl_read(loop, &req, 0, buf, (size_t)1 << 40, 0,
-			     count_cb), -EINVAL);
-	cr_assert_eq(rl_close(loop, &req, -5, count_cb), -EBADF);
-	cr_assert_eq(rl_stat(loop, &req, "x", NULL, count_cb), -EFAULT);
-	cr_assert_eq(rl_stat(loop, &req, NULL, &stx, count_cb), -EFAULT);
-	cr_assert_eq(rl_open(loop, &req, NULL, O_RDONLY, 0, count_cb),
+			     tseen_cb), -EINVAL);
+	cr_assert_eq(rl_close(loop, &req, -5, tseen_cb), -EBADF);
+	cr_assert_eq(rl_stat(loop, &req, "x", NULL, tseen_cb), -EFAULT);
+	cr_assert_eq(rl_stat(loop, &req, NULL, &stx, tseen_cb), -EFAULT);
+	cr_assert_eq(rl_open(loop, &req, NULL, O_RDONLY, 0, tseen_cb),
 		     -EFAULT);
 	cr_assert_eq(rl_cancel(loop, &req), -EINVAL, "never submitted");
 	cr_assert_eq(rl_run(loop, RL_RUN_DEFAULT), 0, "no callback may run");
@@ -171,13 +158,13 @@ BACKEND_TEST(fs, bad_arguments_fail_synchronously)
 BACKEND_TEST(fs, resubmit_in_flight_is_ebusy)
 {
 	const char *path = tfile("busy", 10);
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[64];
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, count_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, count_cb),
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, tseen_cb),
 		     -EBUSY);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
@@ -256,7 +243,7 @@ BACKEND_TEST(fs, open_read_stat_close)
 
 BACKEND_TEST(fs, errors_from_the_kernel)
 {
-	struct seen s[4] = { 0 };
+	struct tseen s[4] = { 0 };
 	rl_req r[4];
 	char buf[8];
 	struct statx stx;
@@ -265,11 +252,11 @@ BACKEND_TEST(fs, errors_from_the_kernel)
 	for (int i = 0; i < 4; i++)
 		r[i] = (rl_req){ .data = &s[i] };
 	cr_assert_eq(rl_open(loop, &r[0], tpath("missing"), O_RDONLY, 0,
-			     count_cb), 0);
-	cr_assert_eq(rl_read(loop, &r[1], 1000, buf, 8, 0, count_cb), 0);
-	cr_assert_eq(rl_stat(loop, &r[2], tpath("missing"), &stx, count_cb),
+			     tseen_cb), 0);
+	cr_assert_eq(rl_read(loop, &r[1], 1000, buf, 8, 0, tseen_cb), 0);
+	cr_assert_eq(rl_stat(loop, &r[2], tpath("missing"), &stx, tseen_cb),
 		     0);
-	cr_assert_eq(rl_close(loop, &r[3], 1001, count_cb), 0);
+	cr_assert_eq(rl_close(loop, &r[3], 1001, tseen_cb), 0);
 	trun(loop);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(s[i].calls, 1);
@@ -289,7 +276,7 @@ BACKEND_TEST(fs, many_parallel_reads_queue_not_fail)
 	struct rl_options opt;
 	static rl_req reqs[N];
 	static char bufs[N][32];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	struct rl_stats st;
 	rl_loop *loop;
 
@@ -302,7 +289,7 @@ BACKEND_TEST(fs, many_parallel_reads_queue_not_fail)
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
 		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
-					  count_cb), 0);
+					  tseen_cb), 0);
 	}
 	trun(loop);
 	cr_assert_eq(s.calls, N);

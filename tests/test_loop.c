@@ -11,19 +11,6 @@
 
 #include "helpers.h"
 
-struct seen {
-	int calls;
-	int64_t result;
-};
-
-static void count_cb(rl_req *req)
-{
-	struct seen *s = req->data;
-
-	s->calls++;
-	s->result = req->result;
-}
-
 BACKEND_TEST(loop, open_run_empty_close)
 {
 	rl_loop *loop = tloop(tp);
@@ -59,14 +46,14 @@ BACKEND_TEST(loop, close_with_requests_in_flight)
 	const char *path = tfile("inflight", 100);
 	static rl_req reqs[N];
 	static char bufs[N][128];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_loop *loop = tloop(tp);
 	int cancelled = 0, done = 0;
 
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
 		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 128, 0,
-					  count_cb), 0);
+					  tseen_cb), 0);
 	}
 	cr_assert_eq(s.calls, 0);
 	tclose(loop);
@@ -82,7 +69,7 @@ BACKEND_TEST(loop, close_with_requests_in_flight)
 
 static void resubmit_during_close_cb(rl_req *req)
 {
-	struct seen *s = req->data;
+	struct tseen *s = req->data;
 	char buf[4];
 
 	s->calls++;
@@ -93,7 +80,7 @@ static void resubmit_during_close_cb(rl_req *req)
 BACKEND_TEST(loop, submit_during_close_fails_fast)
 {
 	const char *path = tfile("closing", 10);
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[64];
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
@@ -108,13 +95,13 @@ BACKEND_TEST(loop, submit_during_close_fails_fast)
 BACKEND_TEST(loop, cancel_request)
 {
 	const char *path = tfile("cancel", 10);
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	char b1[64], b2[64];
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &r1, path, b1, 64, 0, count_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 64, 0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r1, path, b1, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 64, 0, tseen_cb), 0);
 	cr_assert_eq(rl_cancel(loop, &r1), 0);
 	cr_assert_eq(rl_cancel(loop, &r1), -EALREADY);
 	trun(loop);
@@ -130,14 +117,14 @@ BACKEND_TEST(loop, cancel_request)
 BACKEND_TEST(loop, cancel_blocked_pipe_read)
 {
 	int p[2];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[16];
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	cr_assert_eq(rl_read(loop, &req, p[0], buf, sizeof(buf), -1,
-			     count_cb), 0);
+			     tseen_cb), 0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s.calls, 0);
 	cr_assert_eq(rl_cancel(loop, &req), 0);
@@ -242,7 +229,7 @@ BACKEND_TEST(loop, tasks_run_after_the_callback_batch)
 
 static void stop_cb(rl_req *req)
 {
-	struct seen *s = req->data;
+	struct tseen *s = req->data;
 
 	s->calls++;
 	rl_stop(req->loop);
@@ -251,7 +238,7 @@ static void stop_cb(rl_req *req)
 BACKEND_TEST(loop, stop_returns_and_run_resumes)
 {
 	const char *path = tfile("stop", 3);
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	char b1[8], b2[8];
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
@@ -260,7 +247,7 @@ BACKEND_TEST(loop, stop_returns_and_run_resumes)
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
 	/* A request submitted after stop runs on the next rl_run(). */
-	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 8, 0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 8, 0, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s2.calls, 1);
 	cr_assert_eq(s2.result, 3);
@@ -270,14 +257,14 @@ BACKEND_TEST(loop, stop_returns_and_run_resumes)
 BACKEND_TEST(loop, counters)
 {
 	const char *path = tfile("stats", 12);
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[64];
 	rl_req req = { .data = &s };
 	struct rl_stats before, after;
 	rl_loop *loop = tloop(tp);
 
 	rl_loop_stats(loop, &before);
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, count_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
 	trun(loop);
 	rl_loop_stats(loop, &after);
 	cr_assert_eq(after.submissions - before.submissions, 1);
