@@ -23,6 +23,10 @@
  *    O_NONBLOCK (which also turns a lease break into EAGAIN instead of a
  *    wait), keeps the fd only for a regular file or directory, and clears
  *    O_NONBLOCK again with F_SETFL when the caller did not ask for it.
+ *    The price, for a FIFO only: the attempt is a reader for a moment, so
+ *    a writer waiting in open() for one gets through before the worker's
+ *    real open. Knowing the type first would cost a syscall on every
+ *    regular file, which is what this path is for.
  *  - RWF_NOWAIT (4.14; buffered reads of regular files since 5.x) fails
  *    with EAGAIN when the data is not in the page cache, with EOPNOTSUPP on
  *    files that do not support it (procfs, some devices), and may also
