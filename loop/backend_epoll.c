@@ -140,6 +140,7 @@ struct ep {
 	bool closing;
 	unsigned nwatch;
 	uint64_t in_pool;	  /* jobs handed to the pool, not reaped */
+	struct rl__spin spin;	  /* whether spinning for jobs paid lately */
 	struct rl__fifo batch;	  /* EP_BATCH */
 	struct rl__fifo finished; /* EP_FINISHED */
 	struct rl__fifo watched;  /* EP_WATCH */
@@ -764,12 +765,13 @@ static int wait(rl_loop *loop, int64_t timeout_ns)
 	flush_batch(loop, ep);
 	done = reap(loop, ep);
 	if (!done && timeout_ns != 0 && ep->in_pool && !ep->nwatch &&
-	    RL__POOL_SPIN_NS > 0) {
+	    RL__POOL_SPIN_NS > 0 && rl__spin_allowed(&ep->spin)) {
 		int64_t spent = spin_for_done(loop, ep, timeout_ns);
 
 		if (timeout_ns > 0)
 			timeout_ns = spent >= timeout_ns ? 0 : timeout_ns - spent;
 		done = reap(loop, ep);
+		rl__spin_outcome(&ep->spin, done > 0);
 	}
 	/* Completions in hand, or no waiting allowed, or a job finished
 	 * just now: only the watched fds need a look, if there are some. */

@@ -38,7 +38,10 @@
  * previous one's callback, then moves between the two threads through
  * shared memory alone. The window is RL__POOL_SPIN_NS, tens of
  * microseconds: longer than a cached file job, far shorter than a disk
- * read, so waiting for real I/O still sleeps almost at once.
+ * read, so waiting for real I/O still sleeps almost at once. Spins that
+ * come back empty make the next ones rarer (struct rl__spin), so that an
+ * oversubscribed machine, where spinning only delays the other thread,
+ * goes back to sleeping.
  */
 #include <errno.h>
 #include <sched.h>
@@ -113,9 +116,8 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Polls the queue length for a while, without the lock. Returns whether
- * jobs turned up. */
-static bool spin_for_jobs(struct rl__pool *pool)
+/* Polls the queue length for a while, without the lock. */
+static void spin_for_jobs(struct rl__pool *pool)
 {
 	uint64_t end = mono_ns() + RL__POOL_SPIN_NS;
 	unsigned i = 0;
@@ -123,10 +125,10 @@ static bool spin_for_jobs(struct rl__pool *pool)
 	for (;;) {
 		if (atomic_load_explicit(&pool->queued, memory_order_relaxed) ||
 		    atomic_load_explicit(&pool->stopping, memory_order_relaxed))
-			return true;
+			return;
 		rl__cpu_relax();
 		if (++i % 64 == 0 && mono_ns() >= end)
-			return false;
+			return;
 	}
 }
 
@@ -138,13 +140,16 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
 		if (rl__fifo_empty(&pool->queue) && !pool->stop &&
-		    !pool->spinning && RL__POOL_SPIN_NS > 0) {
+		    !pool->spinning && RL__POOL_SPIN_NS > 0 &&
+		    rl__spin_allowed(&pool->spin)) {
 			/* Not idle while it spins: nobody signals it. */
 			pool->spinning = true;
 			pthread_mutex_unlock(&pool->lock);
 			spin_for_jobs(pool);
 			pthread_mutex_lock(&pool->lock);
 			pool->spinning = false;
+			rl__spin_outcome(&pool->spin,
+					 !rl__fifo_empty(&pool->queue));
 		}
 		while (rl__fifo_empty(&pool->queue) && !pool->stop) {
 			pool->idle++;

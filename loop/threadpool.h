@@ -22,6 +22,65 @@
 
 #define RL__POOL_MAX_THREADS 256
 
+/*
+ * Spinning. A worker that finds the queue empty polls it for up to
+ * RL__POOL_SPIN_NS before it sleeps on the condition variable (one worker
+ * at a time), and the loop polls the done list as long before it sleeps in
+ * epoll_wait. A job handed over and finished within that window then costs
+ * no futex call and no eventfd round trip on either side: that is what
+ * makes a chain of small jobs (each started by the previous one's
+ * callback) cheap. 0 turns spinning off.
+ */
+#ifndef RL__POOL_SPIN_NS
+#define RL__POOL_SPIN_NS 50000
+#endif
+
+/*
+ * Adaptive spinning. Spinning only pays when the thread waited for runs
+ * meanwhile on another CPU. When the CPUs are oversubscribed it is worse
+ * than useless: the spinner keeps the very thread it waits for off the
+ * CPU, for the whole window, on every hand-off. So a spin that comes back
+ * empty costs the next few chances to spin, twice as many after each miss
+ * in a row (up to RL__SPIN_MAX_SKIP), and one that pays resets that. A
+ * loaded machine then falls back to plain sleeping after a few misses,
+ * with a rare probe; an idle one keeps spinning.
+ */
+#define RL__SPIN_MAX_SKIP 1024
+
+struct rl__spin {
+	unsigned skip;	  /* chances left to pass up */
+	unsigned backoff; /* what the next miss costs */
+};
+
+static inline bool rl__spin_allowed(struct rl__spin *s)
+{
+	if (!s->skip)
+		return true;
+	s->skip--;
+	return false;
+}
+
+static inline void rl__spin_outcome(struct rl__spin *s, bool hit)
+{
+	if (hit) {
+		s->backoff = 0;
+		return;
+	}
+	s->backoff = s->backoff ? s->backoff * 2 : 2;
+	if (s->backoff > RL__SPIN_MAX_SKIP)
+		s->backoff = RL__SPIN_MAX_SKIP;
+	s->skip = s->backoff;
+}
+
+static inline void rl__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 struct rl__pool {
 	/* Job queue and the worker bookkeeping, all under lock. */
 	pthread_mutex_t lock;
@@ -30,6 +89,7 @@ struct rl__pool {
 	unsigned idle;		/* workers asleep on cond */
 	unsigned signalled;	/* wake-ups sent and not yet taken */
 	bool spinning;		/* a worker polls the queue before sleeping */
+	struct rl__spin spin;	/* whether workers' spins have paid lately */
 	bool stop;
 	atomic_uint queued;	/* the queue's length, for the spinner */
 	atomic_bool stopping;	/* stop, for the spinner */
@@ -70,28 +130,6 @@ bool rl__pool_cancel(struct rl__pool *pool, rl_req *req);
 
 /* Takes every job not started yet off the queue, onto *out. */
 void rl__pool_cancel_all(struct rl__pool *pool, struct rl__fifo *out);
-
-/*
- * Spinning. A worker that finds the queue empty polls it for up to
- * RL__POOL_SPIN_NS before it sleeps on the condition variable (one worker
- * at a time), and the loop polls the done list as long before it sleeps in
- * epoll_wait. A job handed over and finished within that window then costs
- * no futex call and no eventfd round trip on either side: that is what
- * makes a chain of small jobs (each started by the previous one's
- * callback) cheap. 0 turns spinning off.
- */
-#ifndef RL__POOL_SPIN_NS
-#define RL__POOL_SPIN_NS 50000
-#endif
-
-static inline void rl__cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
-}
 
 /*
  * The loop is going to sleep. Returns false, and the loop must not sleep,
