@@ -169,11 +169,14 @@ int rl_cancel(rl_loop *loop, rl_req *req)
 {
 	if (!loop || !req || req->loop != loop)
 		return -EINVAL;
-	if (!(req->priv.state & RL__REQ_ACTIVE) ||
-	    (req->priv.state & RL__REQ_DONE))
+	if (!(req->priv.state & RL__REQ_ACTIVE))
 		return -ENOENT;
+	/* Before DONE: a request a backend finished at once because of the
+	 * first cancel is still "cancelled", not "completed". */
 	if (req->priv.state & RL__REQ_CANCEL)
 		return -EALREADY;
+	if (req->priv.state & RL__REQ_DONE)
+		return -ENOENT;
 	req->priv.state |= RL__REQ_CANCEL;
 	loop->backend->cancel(loop, req);
 	return 0;

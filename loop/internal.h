@@ -69,7 +69,8 @@ struct rl_loop {
 	struct rl__fifo ready; /* requests whose callback is due */
 	rl_task *task_head, *task_tail;
 	_Atomic(struct rl_post *) posts; /* LIFO pushed by any thread */
-	_Atomic int posts_pending;
+	_Atomic int posters;  /* rl_post() calls in progress */
+	_Atomic bool dead;    /* closing: rl_post() refuses */
 
 	/* timers: a binary min-heap on (due_ns, seq) */
 	rl_timer **heap;

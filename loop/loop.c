@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -73,7 +74,8 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 	loop->opt = *opt;
 	loop->now_ns = rl__clock_ns();
 	atomic_init(&loop->posts, NULL);
-	atomic_init(&loop->posts_pending, 0);
+	atomic_init(&loop->posters, 0);
+	atomic_init(&loop->dead, false);
 
 	if (kind == RL_BACKEND_EPOLL) {
 		loop->backend = &rl__backend_epoll;
@@ -224,6 +226,14 @@ int rl_post(rl_loop *loop, struct rl_post *post, void (*cb)(struct rl_post *post
 	if (!loop || !post || !cb)
 		return -EINVAL;
 	post->cb = cb;
+	/* Announce this post before looking at "dead", so rl_loop_close()
+	 * either sees it in progress and waits, or this call sees dead. */
+	atomic_fetch_add_explicit(&loop->posters, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&loop->dead, memory_order_seq_cst)) {
+		atomic_fetch_sub_explicit(&loop->posters, 1,
+					  memory_order_release);
+		return -ESHUTDOWN;
+	}
 	head = atomic_load_explicit(&loop->posts, memory_order_relaxed);
 	do {
 		post->next = head;
@@ -234,6 +244,7 @@ int rl_post(rl_loop *loop, struct rl_post *post, void (*cb)(struct rl_post *post
 	 * eventfd write per batch of posts, not per post. */
 	if (!head)
 		loop->backend->wake(loop);
+	atomic_fetch_sub_explicit(&loop->posters, 1, memory_order_release);
 	return 0;
 }
 
@@ -336,9 +347,14 @@ int rl_loop_close(rl_loop *loop)
 		if (rl__fifo_empty(&loop->ready))
 			loop->backend->wait(loop, guard++ ? 10000000 : 0);
 	}
+	/* From here on rl_post() refuses; wait for the posts already past
+	 * that check, which may still be touching the backend's eventfd, and
+	 * run what they pushed. */
+	atomic_store_explicit(&loop->dead, true, memory_order_seq_cst);
+	while (atomic_load_explicit(&loop->posters, memory_order_acquire))
+		sched_yield();
 	rl__drain_posts(loop);
 	loop->backend->destroy(loop);
-	rl__drain_posts(loop);
 	rl__timers_free(loop);
 	free(loop);
 	return 0;

@@ -269,8 +269,10 @@ int rl_timer_cancel(rl_loop *loop, rl_timer *timer);
 /*
  * Posts a callback to the loop from any thread. The callback runs once on
  * the loop thread. A post does not keep the loop alive: a thread that will
- * post to an otherwise idle loop needs rl_ref() first. Posting to a loop
- * being closed runs the callback during the close.
+ * post to an otherwise idle loop needs rl_ref() first. A post that races
+ * with rl_loop_close() either runs its callback during the close or fails
+ * with -ESHUTDOWN; posting after rl_loop_close() has returned is a use
+ * after free, as with any freed object.
  */
 struct rl_post {
 	void *data;

@@ -276,3 +276,67 @@ BACKEND_TEST(loop, counters)
 			     (unsigned long long)(after.enters - before.enters));
 	tclose(loop);
 }
+
+/* A post made while the loop closes (here from a callback the close runs)
+ * still runs before rl_loop_close() returns. */
+static int posted_during_close;
+
+static void close_post_cb(struct rl_post *post)
+{
+	(void)post;
+	posted_during_close++;
+}
+
+static void post_from_cancelled_cb(rl_req *req)
+{
+	static struct rl_post post;
+
+	tseen_cb(req);
+	cr_assert_eq(rl_post(req->loop, &post, close_post_cb), 0);
+}
+
+BACKEND_TEST(loop, post_during_close_runs)
+{
+	const char *path = tfile("postclose", 10);
+	struct tseen s = { 0 };
+	char buf[16];
+	rl_req req = { .data = &s };
+	rl_loop *loop = tloop(tp);
+
+	posted_during_close = 0;
+	cr_assert_eq(rl_read_file(loop, &req, path, buf, 16, 0,
+				  post_from_cancelled_cb), 0);
+	tclose(loop);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(posted_during_close, 1);
+}
+
+/* A second cancel answers -EALREADY even when the first one finished the
+ * request at once (it was still waiting in user space). */
+BACKEND_TEST(loop, second_cancel_of_queued_request)
+{
+	enum { N = 64 };
+	const char *path = tfile("queued", 10);
+	struct rl_options opt;
+	static rl_req reqs[N];
+	static char bufs[N][16];
+	struct tseen s = { 0 };
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.entries = 4;
+	opt.cq_entries = 16;
+	opt.pool_threads = 1;
+	loop = tloop_opts(tp, &opt);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s };
+		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
+					  tseen_cb), 0);
+	}
+	cr_assert_eq(rl_cancel(loop, &reqs[N - 1]), 0);
+	cr_assert_eq(rl_cancel(loop, &reqs[N - 1]), -EALREADY);
+	trun(loop);
+	cr_assert_eq(s.calls, N);
+	cr_assert_eq(reqs[N - 1].result, -ECANCELED);
+	tclose(loop);
+}
