@@ -58,6 +58,10 @@ struct rl_coro_pool {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rl__coro_stack *volatile registry;
 
+/* Stack colours: COLOURS offsets, COLOUR_STRIDE cache lines apart. */
+#define COLOURS 16
+#define COLOUR_STRIDE 3
+
 static size_t page_size(void)
 {
 	static size_t ps;
@@ -139,7 +143,16 @@ static struct rl__coro_stack *stack_map(rl_coro_pool *pool, size_t size)
 	st->map_len = len;
 	st->guard = pool->guard;
 	st->lo = map + pool->guard;
-	st->hi = (char *)((uintptr_t)st & ~(uintptr_t)63);
+	/*
+	 * Cache colouring: every mapping ends on a page boundary, so without
+	 * an offset the hot top frames of all stacks share the same page
+	 * offset and compete for the same cache sets. Successive stacks
+	 * start a varying number of cache lines lower, within the header's
+	 * page (which is spare room above the usable size anyway) and small
+	 * enough that the first frames still fit in that page.
+	 */
+	st->hi = (char *)((uintptr_t)st & ~(uintptr_t)63) -
+		 (pool->stats.maps % COLOURS) * 64 * COLOUR_STRIDE;
 	st->size = size;
 	st->owner_id = 0;
 	st->owner_name = NULL;
