@@ -121,6 +121,15 @@ struct rl_coro {
 	const void *caller_bottom; /* the resumer's stack, for ASan */
 	size_t caller_size;
 #endif
+	/*
+	 * The request a suspending file call waits for. It lives here, in
+	 * the handles' slab, rather than on the coroutine's stack: the loop
+	 * walks its pending and ready queues through the requests, and with
+	 * ten thousand coroutines alive a stack page is cold every time (a
+	 * TLB miss per hop of a dependent chain), while the slab is dense.
+	 * Last, so handle_get() need not clear it.
+	 */
+	rl_req req;
 };
 
 struct rl__coro_slab;

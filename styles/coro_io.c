@@ -2,9 +2,14 @@
 /*
  * coro_io.c - the loop's requests and timers as suspending calls.
  *
- * Each call keeps its rl_req (or rl_timer) on the coroutine's own stack:
- * the coroutine stays suspended until the request's callback has run, so
- * the struct outlives its use without any allocation. The callback, on
+ * Each call uses the rl_req inside its coroutine's handle (a coroutine
+ * waits for one request at a time) and keeps its rl_timer on the
+ * coroutine's own stack: the coroutine stays suspended until the
+ * callback has run, so the struct outlives its use without any
+ * allocation. The request is not on the stack because the loop links
+ * requests into its pending and ready queues and walks them: with
+ * thousands of coroutines alive, every stack page is cold by then, and
+ * the handles' slabs are dense (see struct rl_coro). The callback, on
  * the loop thread inside rl_run(), switches straight back into the
  * coroutine with the result; measured against a wake-up through a
  * microtask (rl_task_queue), the direct switch saves the queueing and a
@@ -33,36 +38,38 @@ int64_t rl_coro_read_file(const char *path, void *buf, size_t len)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
-	rl_req req;
+	rl_req *req;
 
 	if (!co)
 		return err;
-	req.data = co;
-	req.priv.state = 0;
-	return wait_req(co, &req, rl_read_file(co->sched->loop, &req, path, buf,
-					       len, 0, req_done));
+	req = &co->req;
+	req->data = co;
+	req->priv.state = 0;
+	return wait_req(co, req, rl_read_file(co->sched->loop, req, path, buf,
+					      len, 0, req_done));
 }
 
 int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
-	rl_req req;
+	rl_req *req;
 	int64_t ret;
 
 	if (!co)
 		return err;
 	if (!buf || !cap)
 		return -EINVAL;
-	req.data = co;
-	req.priv.state = 0;
-	req.buf = NULL; /* stays NULL if the submit fails early */
-	ret = wait_req(co, &req, rl_read_file(co->sched->loop, &req, path, *buf,
+	req = &co->req;
+	req->data = co;
+	req->priv.state = 0;
+	req->buf = NULL; /* stays NULL if the submit fails early */
+	ret = wait_req(co, req, rl_read_file(co->sched->loop, req, path, *buf,
 					      *cap, RL_READ_FILE_GROW, req_done));
 	/* The loop may have grown the buffer, also on a failed read. */
-	if (req.buf) {
-		*buf = req.buf;
-		*cap = req.len;
+	if (req->buf) {
+		*buf = req->buf;
+		*cap = req->len;
 	}
 	return ret;
 }
@@ -71,56 +78,60 @@ int rl_coro_open(const char *path, int flags, unsigned mode)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
-	rl_req req;
+	rl_req *req;
 
 	if (!co)
 		return err;
-	req.data = co;
-	req.priv.state = 0;
-	return (int)wait_req(co, &req, rl_open(co->sched->loop, &req, path,
-					       flags, mode, req_done));
+	req = &co->req;
+	req->data = co;
+	req->priv.state = 0;
+	return (int)wait_req(co, req, rl_open(co->sched->loop, req, path,
+					      flags, mode, req_done));
 }
 
 int64_t rl_coro_read(int fd, void *buf, size_t len, int64_t offset)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
-	rl_req req;
+	rl_req *req;
 
 	if (!co)
 		return err;
-	req.data = co;
-	req.priv.state = 0;
-	return wait_req(co, &req, rl_read(co->sched->loop, &req, fd, buf, len,
-					  offset, req_done));
+	req = &co->req;
+	req->data = co;
+	req->priv.state = 0;
+	return wait_req(co, req, rl_read(co->sched->loop, req, fd, buf, len,
+					 offset, req_done));
 }
 
 int rl_coro_close(int fd)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
-	rl_req req;
+	rl_req *req;
 
 	if (!co)
 		return err;
-	req.data = co;
-	req.priv.state = 0;
-	return (int)wait_req(co, &req, rl_close(co->sched->loop, &req, fd,
-						req_done));
+	req = &co->req;
+	req->data = co;
+	req->priv.state = 0;
+	return (int)wait_req(co, req, rl_close(co->sched->loop, req, fd,
+					       req_done));
 }
 
 int rl_coro_stat(const char *path, struct statx *stx)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
-	rl_req req;
+	rl_req *req;
 
 	if (!co)
 		return err;
-	req.data = co;
-	req.priv.state = 0;
-	return (int)wait_req(co, &req, rl_stat(co->sched->loop, &req, path, stx,
-					       req_done));
+	req = &co->req;
+	req->data = co;
+	req->priv.state = 0;
+	return (int)wait_req(co, req, rl_stat(co->sched->loop, req, path, stx,
+					      req_done));
 }
 
 static void timer_done(rl_timer *timer, int status)
