@@ -117,8 +117,7 @@ enum {
 	EP_FINISHED, /* finished inline; its completion is due next wait() */
 };
 
-/* What is known about a read's fd (priv.cqes, which io_uring alone uses
- * otherwise). Set by the loop thread before the hand-off to a worker. */
+/* What is known about a read's fd (kept in priv.bflags). Set by the loop thread before the hand-off to a worker. */
 enum {
 	RD_SEEKABLE = 1, /* a regular file or block device: read it blocking */
 	RD_BLOCKING = 2, /* cannot be polled: a blocking read is all there is */
@@ -222,7 +221,7 @@ static void job_read(rl_req *req)
 	struct stat st;
 	ssize_t r;
 
-	if (!(req->priv.cqes & (RD_SEEKABLE | RD_BLOCKING))) {
+	if (!(req->priv.bflags & (RD_SEEKABLE | RD_BLOCKING))) {
 		/* Straight from rl_read() (no fast path): find out whether
 		 * this read may wait forever before doing it. */
 		if (fstat(req->fd, &st) < 0) {
@@ -347,7 +346,7 @@ static void watch_or_block(rl_loop *loop, struct ep *ep, rl_req *req)
 {
 	if (watch(loop, ep, req))
 		return;
-	req->priv.cqes |= RD_BLOCKING;
+	req->priv.bflags |= RD_BLOCKING;
 	to_pool(ep, req);
 }
 
@@ -375,7 +374,7 @@ static void watch_ready(rl_loop *loop, struct ep *ep, rl_req *req)
 	if (err == EOPNOTSUPP) {
 		/* Readable, but it refuses RWF_NOWAIT: a worker does the
 		 * (most likely immediate) blocking read. */
-		req->priv.cqes |= RD_BLOCKING;
+		req->priv.bflags |= RD_BLOCKING;
 		to_pool(ep, req);
 		return;
 	}
@@ -587,7 +586,7 @@ static bool inline_read(rl_loop *loop, struct ep *ep, rl_req *req)
 		/* The rest of a regular file is not cached: a worker reads
 		 * it blocking, from where the fast path stopped. */
 		req->priv.res[1] = (int64_t)got;
-		req->priv.cqes |= RD_SEEKABLE;
+		req->priv.bflags |= RD_SEEKABLE;
 		to_pool(ep, req);
 		return true;
 	}
@@ -601,7 +600,7 @@ static bool inline_read(rl_loop *loop, struct ep *ep, rl_req *req)
 		return true;
 	}
 	if (!pollable_type(st.st_mode)) {
-		req->priv.cqes |= RD_SEEKABLE;
+		req->priv.bflags |= RD_SEEKABLE;
 		return false;
 	}
 	watch_or_block(loop, ep, req);
@@ -639,7 +638,7 @@ static void submit(rl_loop *loop, rl_req *req)
 
 	req->priv.step = EP_NONE;
 	req->priv.slot = -1;
-	req->priv.cqes = 0;
+	req->priv.bflags = 0;
 	req->priv.res[0] = 0;
 	req->priv.res[1] = 0;
 	if (ep->inline_ok && try_inline(loop, ep, req))

@@ -8,10 +8,15 @@
  *    IORING_FILE_INDEX_ALLOC is broken (fixed in 2.4), so direct descriptors
  *    use explicit slots from our own free list.
  *  - A short read counts as a failure for IOSQE_IO_LINK and would cancel
- *    the close that follows it, leaking the slot (every read of a file
- *    smaller than the buffer is "short"). The read -> close link is
- *    therefore IOSQE_IO_HARDLINK; open -> read stays a plain link so a
- *    failed open cancels the read.
+ *    what follows it, leaking the slot (every read of a file smaller than
+ *    the buffer is "short"). The read -> probe -> close links are therefore
+ *    IOSQE_IO_HARDLINK; open -> read stays a plain link so a failed open
+ *    cancels the rest.
+ *  - A short read is not the end of every file: procfs and sysfs files say
+ *    size 0 and return a page or a record per read. A chain is therefore
+ *    open -> read -> probe (one byte at the file position) -> close; the
+ *    probe's CQE is skipped when it reads a byte, so the usual chain costs
+ *    two CQEs (read, probe at EOF) plus the close's.
  *  - A read CQE can reach user space before the linked close has run, so a
  *    slot is only reused after the close's own CQE. The chain's callback
  *    runs on that CQE too: the close is always the last CQE of its chain
@@ -55,6 +60,7 @@ enum {
 	TAG_CLOSE = 2, /* a chain's close: the chain's last CQE */
 	TAG_WAKE = 3,  /* the eventfd read */
 	TAG_CANCEL = 4, /* an async cancel; its CQE is ignored */
+	TAG_PROBE = 5, /* a read_file's end-of-file probe */
 	TAG_MASK = 7,
 };
 
@@ -226,19 +232,43 @@ static void flush_sq(rl_loop *loop, struct uring *u)
 	io_uring_submit(&u->ring);
 }
 
+/* SQEs a request's next push takes, and CQEs it may be owed for them. */
 static unsigned cqes_for(const struct uring *u, const rl_req *req)
 {
-	return req->op == RL_OP_READ_FILE && req->priv.step == STEP_CHAIN &&
-			       u->link
-		       ? 3
-		       : 1;
+	if (req->op != RL_OP_READ_FILE)
+		return 1;
+	if (req->priv.step == STEP_CHAIN && u->link)
+		return 4;
+	return req->priv.step == STEP_READ ? 2 : 1;
+}
+
+/* The read of a read_file and its probe: the read fills what is left of
+ * the buffer, then a one-byte read at the file position that follows tells
+ * whether the file goes on, which also tells "exactly full" from "larger".
+ * A short read alone does not prove the end of a file: procfs and sysfs
+ * files report size 0 and hand out a page or a record at a time. */
+static void prep_read_pair(struct uring *u, rl_req *req, int fd,
+			   unsigned flags, unsigned probe_flags)
+{
+	size_t got = (size_t)req->priv.res[1];
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	/* Offset -1: the file position, so the probe starts where the read
+	 * ended without knowing how much it read. */
+	io_uring_prep_read(sqe, fd, (char *)req->buf + got,
+			   (unsigned)(req->priv.cap - got), (uint64_t)-1);
+	sqe->flags |= IOSQE_IO_HARDLINK | flags;
+	io_uring_sqe_set_data64(sqe, udata(req, TAG_MAIN));
+
+	sqe = io_uring_get_sqe(&u->ring);
+	io_uring_prep_read(sqe, fd, &req->priv.probe, 1, (uint64_t)-1);
+	sqe->flags |= flags | probe_flags;
+	io_uring_sqe_set_data64(sqe, udata(req, TAG_PROBE));
 }
 
 static void prep_read_file_step(struct uring *u, rl_req *req,
 				struct io_uring_sqe *sqe)
 {
-	size_t got = (size_t)req->priv.res[1];
-
 	switch (req->priv.step) {
 	case STEP_OPEN:
 		if (u->direct)
@@ -248,18 +278,6 @@ static void prep_read_file_step(struct uring *u, rl_req *req,
 		else
 			io_uring_prep_openat(sqe, AT_FDCWD, req->path,
 					     O_RDONLY | O_CLOEXEC, 0);
-		break;
-	case STEP_READ:
-		/* The sentinel byte after the buffer tells "full" from "end of
-		 * file" without a further read. */
-		req->priv.iov[0].iov_base = (char *)req->buf + got;
-		req->priv.iov[0].iov_len = req->priv.cap - got;
-		req->priv.iov[1].iov_base = &req->priv.sentinel;
-		req->priv.iov[1].iov_len = 1;
-		io_uring_prep_readv(sqe, u->direct ? req->priv.slot : req->fd,
-				    req->priv.iov, 2, got);
-		if (u->direct)
-			sqe->flags |= IOSQE_FIXED_FILE;
 		break;
 	case STEP_CLOSE:
 		if (u->direct)
@@ -278,7 +296,7 @@ static void prep_read_file_step(struct uring *u, rl_req *req,
 static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 {
 	unsigned need = cqes_for(u, req);
-	bool chain = need == 3;
+	bool chain = need == 4;
 	bool wants_slot = req->op == RL_OP_READ_FILE && u->direct &&
 			  (chain || req->priv.step == STEP_OPEN);
 	struct io_uring_sqe *sqe;
@@ -305,21 +323,24 @@ static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 		sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
 		io_uring_sqe_set_data64(sqe, udata(req, TAG_OPEN));
 
-		req->priv.iov[0].iov_base = req->buf;
-		req->priv.iov[0].iov_len = req->priv.cap;
-		req->priv.iov[1].iov_base = &req->priv.sentinel;
-		req->priv.iov[1].iov_len = 1;
-		sqe = io_uring_get_sqe(&u->ring);
-		io_uring_prep_readv(sqe, (int)slot, req->priv.iov, 2, 0);
-		sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
-		io_uring_sqe_set_data64(sqe, udata(req, TAG_MAIN));
-
+		/* The probe's CQE is skipped when it reads a byte: the close
+		 * that ends the chain tells that it ran. */
+		req->priv.probe_res = 1;
+		prep_read_pair(u, req, (int)slot, IOSQE_FIXED_FILE,
+			       IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS);
 		sqe = io_uring_get_sqe(&u->ring);
 		io_uring_prep_close_direct(sqe, slot);
 		io_uring_sqe_set_data64(sqe, udata(req, TAG_CLOSE));
 		return true;
 	}
 
+	if (req->op == RL_OP_READ_FILE && req->priv.step == STEP_READ) {
+		/* Both CQEs come: the probe's ends the step. */
+		req->priv.probe_res = 0;
+		prep_read_pair(u, req, u->direct ? req->priv.slot : req->fd,
+			       u->direct ? IOSQE_FIXED_FILE : 0, 0);
+		return true;
+	}
 	sqe = io_uring_get_sqe(&u->ring);
 	switch (req->op) {
 	case RL_OP_OPEN:
@@ -390,33 +411,37 @@ static void release_slot(struct uring *u, rl_req *req)
 	}
 }
 
-/* The read CQE of a read_file: returns the bytes read so far, or -errno, or
- * 1 + the bytes when the buffer is full and the file goes on. */
-static int64_t take_read(rl_req *req, int32_t res, bool *more)
+/*
+ * Folds a finished read pair into the request: the read's r bytes, and the
+ * probe's byte when it read one. Returns 1 when the file goes on, 0 at its
+ * end, -errno on an error or when a caller's buffer is too small (-EFBIG).
+ */
+static int absorb(rl_req *req, int32_t r, int32_t p)
 {
-	size_t room = req->priv.cap - (size_t)req->priv.res[1];
+	size_t got = (size_t)req->priv.res[1];
+	int ret;
 
-	*more = false;
-	if (res < 0)
-		return res;
-	if ((size_t)res > room) {
-		*more = true;
-		return (int64_t)req->priv.res[1] + res;
+	if (r < 0)
+		return r;
+	got += (size_t)r;
+	req->priv.res[1] = (int64_t)got;
+	if (p <= 0)
+		return p;
+	if (got == req->priv.cap) {
+		ret = rl__read_file_grow(req, 2 * (got + 1));
+		if (ret < 0)
+			return ret;
 	}
-	return req->priv.res[1] + res;
+	((char *)req->buf)[got] = req->priv.probe;
+	req->priv.res[1] = (int64_t)got + 1;
+	return 1;
 }
 
-/* Re-runs a read_file as single steps with a bigger buffer, from offset 0
- * and a fresh open: the data returned then comes from one open file, even
- * if the path was renamed over in between. */
+/* Re-runs a read_file as single steps from offset 0 and a fresh open, with
+ * the buffer it has (grown already if it was too small): the data returned
+ * then comes from one open file, even if the path was renamed over. */
 static void restart_stepwise(rl_loop *loop, struct uring *u, rl_req *req)
 {
-	int ret = rl__read_file_grow(req, req->priv.cap * 2);
-
-	if (ret < 0) {
-		rl__complete(loop, req, ret);
-		return;
-	}
 	req->priv.step = STEP_OPEN;
 	req->priv.res[0] = 0;
 	req->priv.res[1] = 0;
@@ -429,31 +454,33 @@ static void restart_stepwise(rl_loop *loop, struct uring *u, rl_req *req)
 static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 		      unsigned tag, int32_t res)
 {
-	bool more;
+	int ret;
 
 	switch (tag) {
 	case TAG_OPEN:
 		/* Only a failed open posts a CQE, and then the kernel omits
-		 * the CQEs of the read and close it cancelled: the chain is
+		 * the CQEs of the reads and close it cancelled: the chain is
 		 * over, and the slot was never filled. */
-		u->cq_owed -= 3;
+		u->cq_owed -= 4;
 		release_slot(u, req);
 		rl__complete(loop, req, res);
 		return;
 	case TAG_MAIN:
-		req->priv.res[0] = take_read(req, res, &more);
-		if (more)
-			req->priv.res[0] = -EFBIG;
+		req->priv.res[0] = res;
+		return;
+	case TAG_PROBE:
+		/* Posted only when the probe read nothing (or failed). */
+		req->priv.probe_res = res;
 		return;
 	}
 	/* TAG_CLOSE: the chain is over and its slot is free again. */
-	u->cq_owed -= 3;
+	u->cq_owed -= 4;
 	release_slot(u, req);
-	if (req->priv.res[0] == -EFBIG && (req->priv.state & RL__REQ_OWNBUF) &&
-	    !(req->priv.state & RL__REQ_CANCEL) && !u->closing)
-		restart_stepwise(loop, u, req);
+	ret = absorb(req, (int32_t)req->priv.res[0], req->priv.probe_res);
+	if (ret == 1 && !(req->priv.state & RL__REQ_CANCEL) && !u->closing)
+		restart_stepwise(loop, u, req); /* bigger, or procfs-like */
 	else
-		rl__complete(loop, req, req->priv.res[0]);
+		rl__complete(loop, req, ret < 0 ? ret : req->priv.res[1]);
 }
 
 /* A read_file closed its fd: one that waited for an fd may try again,
@@ -466,9 +493,9 @@ static void fd_released(struct uring *u)
 		rl__fifo_push(&u->cont, req);
 }
 
-static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req, int32_t res)
+static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req,
+		     unsigned tag, int32_t res)
 {
-	bool more;
 	int ret;
 
 	u->cq_owed -= 1;
@@ -494,32 +521,22 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req, int32_t res)
 		}
 		req->priv.step = STEP_READ;
 		break;
-	case STEP_READ: {
-		int64_t r = take_read(req, res, &more);
-
-		if (r < 0 || req->priv.state & RL__REQ_CANCEL || u->closing) {
-			req->priv.res[0] = r < 0 ? r : -ECANCELED;
-			req->priv.step = STEP_CLOSE;
-		} else if (more) {
-			/* The buffer is full and the sentinel got a byte. */
-			size_t got = req->priv.cap;
-
-			ret = rl__read_file_grow(req, req->priv.cap * 2);
-			if (ret < 0) {
-				req->priv.res[0] = ret;
-				req->priv.step = STEP_CLOSE;
-			} else {
-				((char *)req->buf)[got] = req->priv.sentinel;
-				req->priv.res[1] = (int64_t)got + 1;
-			}
-		} else {
-			/* A read that left room in the buffer met the end of
-			 * the file (regular files have no other short read). */
-			req->priv.res[0] = r;
+	case STEP_READ:
+		if (tag == TAG_MAIN) {
+			/* The step ends with the probe's CQE, which the
+			 * hard link orders after this one. */
+			req->priv.res[0] = res;
+			return;
+		}
+		ret = absorb(req, (int32_t)req->priv.res[0], res);
+		if (ret <= 0 || req->priv.state & RL__REQ_CANCEL ||
+		    u->closing) {
+			req->priv.res[0] = ret < 0	  ? ret
+					   : ret == 0 ? req->priv.res[1]
+						      : -ECANCELED;
 			req->priv.step = STEP_CLOSE;
 		}
 		break;
-	}
 	case STEP_CLOSE:
 		release_slot(u, req);
 		if (!u->direct) {
@@ -554,7 +571,7 @@ static void handle_cqe(rl_loop *loop, struct uring *u, uint64_t ud,
 		if (req->priv.step == STEP_CHAIN)
 			chain_cqe(loop, u, req, tag, res);
 		else
-			step_cqe(loop, u, req, res);
+			step_cqe(loop, u, req, tag, res);
 		return;
 	}
 	u->cq_owed -= 1;

@@ -191,11 +191,12 @@ struct rl_req {
 		uint32_t state;	      /* RL__REQ_* */
 		int32_t slot;	      /* direct descriptor slot, or fd */
 		int32_t step;	      /* backend state machine */
-		int32_t cqes;	      /* CQEs still owed by the kernel */
+		int32_t probe_res;    /* read_file: the end-of-file probe */
+		uint32_t bflags;      /* the backend's own per-request bits */
 		int64_t res[2];	      /* step results kept until the end */
 		size_t cap;	      /* read_file: buffer capacity */
-		struct iovec iov[2];  /* read_file: data + sentinel */
-		char sentinel;	      /* proves "the file is larger" */
+		char sentinel;	      /* epoll: proves "the file is larger" */
+		char probe;	      /* uring: the byte after a read, if any */
 		void (*work)(rl_req *); /* thread pool job */
 	} priv;
 };

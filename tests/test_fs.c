@@ -305,3 +305,52 @@ BACKEND_TEST(fs, many_parallel_reads_queue_not_fail)
 					   "fill the SQ, CQ budget or slots");
 	tclose(loop);
 }
+
+/* procfs reports size 0 and hands out about a page per read: a short read
+ * is not the end of such a file. /proc/zoneinfo is a few pages long; its
+ * counters move, so the check is its length against a read(2) loop's. */
+static size_t sync_read_len(const char *path)
+{
+	char buf[4096];
+	size_t total = 0;
+	ssize_t r;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		total += (size_t)r;
+	close(fd);
+	return total;
+}
+
+BACKEND_TEST(fs, read_file_procfs_past_the_first_page)
+{
+	const char *proc = "/proc/zoneinfo";
+	size_t want = sync_read_len(proc);
+	struct tseen s1 = { 0 }, s2 = { 0 };
+	static char big[1 << 16];
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_gt(want, 4096, "the test needs a procfs file over a page");
+	cr_assert_eq(rl_read_file(loop, &r1, proc, NULL, 0, RL_READ_FILE_GROW,
+				  tseen_cb), 0);
+	cr_assert_eq(rl_read_file(loop, &r2, proc, big, sizeof(big), 0,
+				  tseen_cb), 0);
+	trun(loop);
+	cr_assert_eq(s1.calls, 1);
+	cr_assert_eq(s2.calls, 1);
+	for (int i = 0; i < 2; i++) {
+		int64_t got = i ? s2.result : s1.result;
+		const char *b = i ? big : r1.buf;
+
+		cr_assert_gt(got, (int64_t)(want * 9 / 10),
+			     "read %lld of about %zu bytes", (long long)got,
+			     want);
+		cr_assert_lt(got, (int64_t)(want * 11 / 10));
+		cr_assert_eq(b[got - 1], '\n', "cut in the middle of a line");
+		cr_assert_eq(strncmp(b, "Node ", 5), 0);
+	}
+	free(r1.buf);
+	tclose(loop);
+}
