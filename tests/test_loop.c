@@ -171,6 +171,13 @@ BACKEND_TEST(loop, post_from_another_thread)
 	pthread_t th;
 	rl_loop *loop = tloop(tp);
 
+	/* Valgrind 3.19 keeps its big lock across io_uring_enter (it does
+	 * not know the call can block), so the posting thread never runs
+	 * while the loop waits: a deadlock of the tool, not of the loop. */
+	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING) {
+		tclose(loop);
+		cr_skip_test("io_uring_enter blocks every thread under Valgrind");
+	}
 	p.loop = loop;
 	rl_ref(loop);
 	cr_assert_eq(pthread_create(&th, NULL, post_thread, &p), 0);
