@@ -45,6 +45,10 @@ BACKEND_TEST(reliability, low_nofile_limit_queues)
 	struct tally t = { 0 };
 	rl_loop *loop;
 
+	/* Valgrind keeps its own fds just under the limit and refuses to
+	 * lower it. */
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
 	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	loop = tloop(tp);
 	for (int i = 0; i < N; i++) {
@@ -252,7 +256,10 @@ BACKEND_TEST(reliability, eintr_while_waiting)
 	memset(&it, 0, sizeof(it));
 	setitimer(ITIMER_REAL, &it, NULL);
 	cr_assert_eq(fired, 1);
-	cr_assert_gt(alarms, 0, "no signal was delivered during the wait");
+	/* Valgrind delivers signals only between the syscalls it knows can
+	 * block, and io_uring_enter is not one of them in 3.19. */
+	if (!getenv("RL_VALGRIND"))
+		cr_assert_gt(alarms, 0, "no signal was delivered during the wait");
 	tclose(loop);
 }
 
