@@ -70,7 +70,7 @@ struct cell {
 
 static struct knobs K = {
 	.n = 10000,
-	.runs = 5,
+	.runs = 9,
 	.files = 1,
 	.size = 12,
 };
@@ -508,7 +508,7 @@ static void usage(FILE *f)
 "  --style LIST       callback,promise,coro (default all)\n"
 "  --scenario LIST    parallel,blocking (default both)\n"
 "  -n N               reads per run (default 10000)\n"
-"  --runs R           measured runs per cell (default 5, max 101)\n"
+"  --runs R           measured runs per cell (default 9, max 101)\n"
 "  --size BYTES       size of the bench file (default 12, \"Hello, world\")\n"
 "  --file PATH        read this file instead of a generated one\n"
 "  --files K          spread reads over K distinct files (default 1)\n"
