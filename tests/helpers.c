@@ -27,6 +27,20 @@ struct criterion_test_params tp_backends(void)
 				   sizeof(backends) / sizeof(backends[0]));
 }
 
+static const struct tp core_backends[] = {
+	{ RL_BACKEND_URING, 0, "uring" },
+#ifndef RL_TEST_URING_ONLY
+	{ RL_BACKEND_EPOLL, 0, "epoll" },
+#endif
+};
+
+struct criterion_test_params tp_core(void)
+{
+	return cr_make_param_array(struct tp, (struct tp *)core_backends,
+				   sizeof(core_backends) /
+					   sizeof(core_backends[0]));
+}
+
 static char dir[256];
 static char pathbuf[4][512];
 static int pathi;

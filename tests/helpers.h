@@ -31,6 +31,20 @@ struct criterion_test_params tp_backends(void);
 	}                                                                  \
 	ParameterizedTest(const struct tp *tp, suite, name, ##__VA_ARGS__)
 
+/*
+ * For tests that use only microtasks, timers and synchronous calls: once
+ * per backend, since the I/O variants of BACKEND_TEST (no-link, no-direct,
+ * pool-only) change nothing for them and each run is a process.
+ */
+struct criterion_test_params tp_core(void);
+
+#define CORE_TEST(suite, name)                                             \
+	ParameterizedTestParameters(suite, name)                           \
+	{                                                                  \
+		return tp_core();                                          \
+	}                                                                  \
+	ParameterizedTest(const struct tp *tp, suite, name)
+
 /* Opens a loop on tp's backend; fails the test if it cannot. */
 rl_loop *tloop(const struct tp *tp);
 rl_loop *tloop_opts(const struct tp *tp, struct rl_options *opt);

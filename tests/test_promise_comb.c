@@ -9,50 +9,8 @@
 #include <fcntl.h>
 #include <string.h>
 
-#include "helpers.h"
+#include "promise_helpers.h"
 #include "promise.h"
-
-/*
- * Tests that use only microtasks, timers and synchronous calls run once
- * per backend: the I/O variants of BACKEND_TEST (no-link, no-direct,
- * pool-only) change nothing for them, and each run is a process.
- */
-static const struct tp core_backends[] = {
-	{ RL_BACKEND_URING, 0, "uring" },
-#ifndef RL_TEST_URING_ONLY
-	{ RL_BACKEND_EPOLL, 0, "epoll" },
-#endif
-};
-
-#define CORE_TEST(suite, name)                                             \
-	ParameterizedTestParameters(suite, name)                           \
-	{                                                                  \
-		return cr_make_param_array(                                \
-			struct tp, (struct tp *)core_backends,             \
-			sizeof(core_backends) / sizeof(core_backends[0])); \
-	}                                                                  \
-	ParameterizedTest(const struct tp *tp, suite, name)
-
-static rl_promise_ctx *topen(rl_loop *loop)
-{
-	rl_promise_ctx *ctx = NULL;
-
-	cr_assert_eq(rl_promise_ctx_open(loop, &ctx), 0);
-	return ctx;
-}
-
-static void tend(rl_loop *loop, rl_promise_ctx *ctx)
-{
-	tclose(loop);
-	cr_assert_eq(rl_promise_ctx_live(ctx), 0, "%zu promises leaked",
-		     rl_promise_ctx_live(ctx));
-	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
-}
-
-static struct rl_value V(int64_t i)
-{
-	return (struct rl_value){ i, NULL };
-}
 
 static struct rl_settlement result(rl_promise *p, enum rl_promise_state st)
 {
