@@ -366,6 +366,33 @@ static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 	return true;
 }
 
+/* Pushes req now, or queues it at the end of q: nothing overtakes a
+ * request already waiting on q, so each queue stays in FIFO order. */
+static void push_or_queue(rl_loop *loop, struct uring *u, rl_req *req,
+			  struct rl__fifo *q)
+{
+	if (rl__fifo_empty(q) && push(loop, u, req))
+		return;
+	req->priv.state |= RL__REQ_QUEUED;
+	loop->stats.queued++;
+	rl__fifo_push(q, req);
+}
+
+/* Moves queued requests of q to the ring until one does not fit. Returns
+ * whether q was emptied. */
+static bool push_queue(rl_loop *loop, struct uring *u, struct rl__fifo *q)
+{
+	rl_req *req;
+
+	while ((req = q->head)) {
+		if (!push(loop, u, req))
+			return false;
+		rl__fifo_pop(q);
+		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+	}
+	return true;
+}
+
 static void submit(rl_loop *loop, rl_req *req)
 {
 	struct uring *u = U(loop);
@@ -375,30 +402,13 @@ static void submit(rl_loop *loop, rl_req *req)
 		req->priv.res[0] = 0;
 		req->priv.res[1] = 0;
 	}
-	/* Keep FIFO order: nothing overtakes a request already waiting. */
-	if (rl__fifo_empty(&u->pending) && push(loop, u, req))
-		return;
-	req->priv.state |= RL__REQ_QUEUED;
-	loop->stats.queued++;
-	rl__fifo_push(&u->pending, req);
+	push_or_queue(loop, u, req, &u->pending);
 }
 
 static void push_pending(rl_loop *loop, struct uring *u)
 {
-	rl_req *req;
-
-	while ((req = u->cont.head)) {
-		if (!push(loop, u, req))
-			return;
-		rl__fifo_pop(&u->cont);
-		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
-	}
-	while ((req = u->pending.head)) {
-		if (!push(loop, u, req))
-			break;
-		rl__fifo_pop(&u->pending);
-		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
-	}
+	if (push_queue(loop, u, &u->cont))
+		push_queue(loop, u, &u->pending);
 }
 
 /* ----------------------------------------------------------- completion */
@@ -445,10 +455,7 @@ static void restart_stepwise(rl_loop *loop, struct uring *u, rl_req *req)
 	req->priv.step = STEP_OPEN;
 	req->priv.res[0] = 0;
 	req->priv.res[1] = 0;
-	if (rl__fifo_empty(&u->pending) && push(loop, u, req))
-		return;
-	req->priv.state |= RL__REQ_QUEUED;
-	rl__fifo_push(&u->pending, req);
+	push_or_queue(loop, u, req, &u->pending);
 }
 
 static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
@@ -547,10 +554,7 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 		rl__complete(loop, req, req->priv.res[0]);
 		return;
 	}
-	if (rl__fifo_empty(&u->cont) && push(loop, u, req))
-		return;
-	req->priv.state |= RL__REQ_QUEUED;
-	rl__fifo_push(&u->cont, req);
+	push_or_queue(loop, u, req, &u->cont);
 }
 
 static void handle_cqe(rl_loop *loop, struct uring *u, uint64_t ud,
