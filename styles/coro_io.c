@@ -24,6 +24,18 @@ static void req_done(rl_req *req)
 	rl__coro_resume(req->data, req->result);
 }
 
+/* The coroutine's one request, ready for a submitting call. Handles come
+ * from malloc'ed slabs and only the fields before req are cleared, so the
+ * state must start idle here; between calls the loop leaves it idle. */
+static rl_req *coro_req(rl_coro *co)
+{
+	rl_req *req = &co->req;
+
+	req->data = co;
+	req->priv.state = 0;
+	return req;
+}
+
 /* Waits for a request the caller submitted (ret: the submit's result). */
 static int64_t wait_req(rl_coro *co, rl_req *req, int ret)
 {
@@ -42,9 +54,7 @@ int64_t rl_coro_read_file(const char *path, void *buf, size_t len)
 
 	if (!co)
 		return err;
-	req = &co->req;
-	req->data = co;
-	req->priv.state = 0;
+	req = coro_req(co);
 	return wait_req(co, req, rl_read_file(co->sched->loop, req, path, buf,
 					      len, 0, req_done));
 }
@@ -60,9 +70,7 @@ int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap)
 		return err;
 	if (!buf || !cap)
 		return -EINVAL;
-	req = &co->req;
-	req->data = co;
-	req->priv.state = 0;
+	req = coro_req(co);
 	req->buf = NULL; /* stays NULL if the submit fails early */
 	ret = wait_req(co, req, rl_read_file(co->sched->loop, req, path, *buf,
 					      *cap, RL_READ_FILE_GROW, req_done));
@@ -82,9 +90,7 @@ int rl_coro_open(const char *path, int flags, unsigned mode)
 
 	if (!co)
 		return err;
-	req = &co->req;
-	req->data = co;
-	req->priv.state = 0;
+	req = coro_req(co);
 	return (int)wait_req(co, req, rl_open(co->sched->loop, req, path,
 					      flags, mode, req_done));
 }
@@ -97,9 +103,7 @@ int64_t rl_coro_read(int fd, void *buf, size_t len, int64_t offset)
 
 	if (!co)
 		return err;
-	req = &co->req;
-	req->data = co;
-	req->priv.state = 0;
+	req = coro_req(co);
 	return wait_req(co, req, rl_read(co->sched->loop, req, fd, buf, len,
 					 offset, req_done));
 }
@@ -112,9 +116,7 @@ int rl_coro_close(int fd)
 
 	if (!co)
 		return err;
-	req = &co->req;
-	req->data = co;
-	req->priv.state = 0;
+	req = coro_req(co);
 	return (int)wait_req(co, req, rl_close(co->sched->loop, req, fd,
 					       req_done));
 }
@@ -127,9 +129,7 @@ int rl_coro_stat(const char *path, struct statx *stx)
 
 	if (!co)
 		return err;
-	req = &co->req;
-	req->data = co;
-	req->priv.state = 0;
+	req = coro_req(co);
 	return (int)wait_req(co, req, rl_stat(co->sched->loop, req, path, stx,
 					      req_done));
 }
