@@ -37,10 +37,12 @@ void bench_callback_free(struct bench_ctx *ctx)
 	ctx->style_state = NULL;
 }
 
-static void start(struct cb_run *run, rl_cb_read_file_fn fn)
+static void read_done(int err, const void *data, size_t len, void *arg);
+
+static void start(struct cb_run *run)
 {
 	int ret = rl_cb_read_file(run->cbs, bench_path(run->ctx, run->started),
-				  fn, run);
+				  read_done, run);
 
 	if (ret < 0) {
 		run->error = ret;
@@ -61,7 +63,7 @@ static void read_done(int err, const void *data, size_t len, void *arg)
 	bench_check(run->ctx, err < 0 ? err : (int64_t)len, data);
 	run->done++;
 	if (run->started < run->ctx->n && !run->error)
-		start(run, read_done);
+		start(run);
 }
 
 static int run_reads(struct bench_ctx *ctx, unsigned first)
@@ -72,7 +74,7 @@ static int run_reads(struct bench_ctx *ctx, unsigned first)
 	if (!run.cbs)
 		return -ENOMEM;
 	while (run.started < first && !run.error)
-		start(&run, read_done);
+		start(&run);
 	ret = rl_run(ctx->loop, RL_RUN_DEFAULT);
 	if (ret < 0)
 		return ret;

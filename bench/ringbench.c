@@ -23,16 +23,6 @@
 
 #include "bench.h"
 
-/* Styles linked in. Weak, so the driver builds while a style is missing;
- * a missing style's cells report an error and the run goes on. */
-#pragma weak bench_promise_parallel
-#pragma weak bench_promise_blocking
-#pragma weak bench_promise_free
-#pragma weak bench_coro_parallel
-#pragma weak bench_coro_blocking
-#pragma weak bench_coro_free
-#pragma weak bench_coro_switch_ns
-
 #define MAX_RUNS 101
 #define MAX_FILES 1024
 
@@ -387,11 +377,6 @@ static void run_cell(rl_loop *loop, struct bench_ctx *ctx,
 	uint64_t base_err = 0, syscalls = 0;
 	int ret;
 
-	if (!fn) {
-		c->error = "style not built into this ringbench";
-		emit(c);
-		return;
-	}
 	ctx->loop = loop;
 	ctx->errors = 0;
 	ret = fn(ctx); /* warm-up: pools, buffers, page cache */
@@ -720,12 +705,9 @@ int main(int argc, char **argv)
 
 	print_table();
 	if (K.micro) {
-		if (bench_coro_switch_ns)
-			fprintf(K.json ? stderr : stdout,
-				"switch round trip: %.2f ns\n",
-				bench_coro_switch_ns(10000000));
-		else
-			fprintf(stderr, "switch round trip: coro style not built\n");
+		fprintf(K.json ? stderr : stdout,
+			"switch round trip: %.2f ns\n",
+			bench_coro_switch_ns(10000000));
 	}
 	getrusage(RUSAGE_SELF, &ru);
 	fprintf(K.json ? stderr : stdout, "peak RSS: %.1f MB\n",
