@@ -55,24 +55,30 @@
  * read(2) from another thread; with the poll path it may also leave a
  * stale epoll registration when the file has other descriptors.
  *
- * How a request travels. submit() first tries the fast path (unless
- * RL_NO_INLINE): read_file is openat2 + fstat + preadv2 + close, as many
- * syscalls as the plain synchronous loop; read is a preadv2; close is a
- * close(); open is openat2 (+ fstat + F_SETFL). stat always goes to the
- * pool: statx() may block on a cold dentry or inode and has no documented
- * way to refuse to. What the fast path finishes waits on a list until the
- * next wait(), which hands it to rl__complete(): the callback runs on a
- * later tick, and until then rl_cancel() treats it as in flight (it gets
- * -ECANCELED, a second cancel -EALREADY), as on io_uring. What cannot be
- * done without blocking is batched and handed to the pool at the next
- * wait(); a read_file that stops half-way starts over in the worker, with
- * a fresh open (without O_NONBLOCK), from offset 0.
+ * How a request travels. submit() only queues it; the next wait() runs
+ * the fast path (unless RL_NO_INLINE): read_file is openat2 + fstat +
+ * preadv2 + close, as many syscalls as the plain synchronous loop; read is
+ * a preadv2; close is a close(); open is openat2 (+ fstat + F_SETFL). stat
+ * always goes to the pool: statx() may block on a cold dentry or inode and
+ * has no documented way to refuse to. A burst of fast-path requests in one
+ * tick (SHARE_MIN or more) is shared: it goes on the pool's queue, and the
+ * loop takes jobs off it alongside the workers, so the burst runs on every
+ * CPU instead of only the loop's. What the fast path finishes waits on a
+ * list until the end of that wait(), which hands it to rl__complete(): the
+ * callback runs on a later tick, and until then rl_cancel() treats it as
+ * in flight (it gets -ECANCELED, a second cancel -EALREADY), as on
+ * io_uring. What cannot be done without blocking goes to the pool; a
+ * read_file that stops half-way starts over in the worker, with a fresh
+ * open (without O_NONBLOCK), from offset 0.
  *
  * The loop's own waiting is epoll: the eventfd (workers' completions and
  * rl_post()) and the watched reads; timers come from loop.c as wait()'s
- * timeout. Before sleeping with jobs out, wait() polls the done list for a
- * few tens of microseconds (threadpool.h), which a cached file job
- * usually beats, so a chain of small jobs costs no wake-up at all.
+ * timeout. Before sleeping with fewer jobs out than CPUs, wait() polls
+ * the done list for a few tens of microseconds (threadpool.h), which a
+ * cached file job usually beats, so a chain of small jobs costs no
+ * wake-up at all. With more, every CPU has a worker to run and a spin
+ * would only steal from one; the loop sleeps instead, and the workers
+ * wake it once per RL__POOL_BATCH completions while jobs are queued.
  *
  * The io_uring-only knobs in rl_options.flags are ignored here, so that
  * RL_BACKEND_AUTO works with them on a kernel without io_uring.
@@ -111,6 +117,7 @@
 /* Where a request is (priv.step); only the loop thread reads or writes it. */
 enum {
 	EP_NONE = 0,
+	EP_INLINE,   /* waiting for the next wait() to try the fast path */
 	EP_BATCH,    /* waiting to be handed to the pool at the next wait() */
 	EP_POOL,     /* on the pool's queue, or running on a worker */
 	EP_WATCH,    /* a read waiting for its fd to become readable */
@@ -121,6 +128,7 @@ enum {
 enum {
 	RD_SEEKABLE = 1, /* a regular file or block device: read it blocking */
 	RD_BLOCKING = 2, /* cannot be polled: a blocking read is all there is */
+	EP_TRIED = 4,	 /* the fast path failed once: leave it to a worker */
 };
 
 /* A worker's answer for a read of a pipe, socket or device that has
@@ -128,6 +136,15 @@ enum {
 #define RES_POLL INT64_MIN
 
 #define MAX_EVENTS 64
+
+/*
+ * Sharing. A burst of at least this many fast-path requests in one tick is
+ * shared with the workers instead of running on the loop thread alone: it
+ * goes on the pool's queue, at most (CPUs - 1) workers are woken, and the
+ * loop takes jobs off the same queue and runs them itself with the fast
+ * path. Below it, the hand-off costs more than it saves.
+ */
+#define SHARE_MIN 8
 
 struct ep {
 	int epfd;
@@ -137,9 +154,12 @@ struct ep {
 	bool probed;	 /* openat2_ok was checked after an EINVAL */
 	bool pwait2_ok;	 /* epoll_pwait2 exists */
 	bool closing;
+	unsigned ncpu;	 /* CPUs this process may run on */
 	unsigned nwatch;
+	unsigned ninline;	  /* EP_INLINE */
 	uint64_t in_pool;	  /* jobs handed to the pool, not reaped */
 	struct rl__spin spin;	  /* whether spinning for jobs paid lately */
+	struct rl__fifo inl;	  /* EP_INLINE */
 	struct rl__fifo batch;	  /* EP_BATCH */
 	struct rl__fifo finished; /* EP_FINISHED */
 	struct rl__fifo watched;  /* EP_WATCH */
@@ -632,6 +652,67 @@ static bool try_inline(rl_loop *loop, struct ep *ep, rl_req *req)
 
 /* ---------------------------------------------------------- the backend */
 
+/* Whether the fast path may finish this request; stat always goes to the
+ * pool (see try_inline()). */
+static bool may_inline(const struct ep *ep, const rl_req *req)
+{
+	switch (req->op) {
+	case RL_OP_READ_FILE:
+	case RL_OP_OPEN:
+		return ep->inline_ok && ep->openat2_ok;
+	case RL_OP_READ:
+	case RL_OP_CLOSE:
+		return ep->inline_ok;
+	}
+	return false;
+}
+
+/* The fast path for one request; what it cannot finish goes to the pool. */
+static void run_one(rl_loop *loop, struct ep *ep, rl_req *req)
+{
+	req->priv.step = EP_NONE;
+	if ((req->priv.bflags & EP_TRIED) || !may_inline(ep, req) ||
+	    !try_inline(loop, ep, req)) {
+		req->priv.bflags |= EP_TRIED;
+		to_pool(ep, req);
+	}
+}
+
+/*
+ * Runs the fast path for what submit() queued since the last wait(). A
+ * few requests run on the loop thread; a burst is shared with the
+ * workers, which take jobs off the pool's queue while the loop does the
+ * same and runs them with the fast path, so that a burst of cached reads
+ * uses every CPU instead of one (see SHARE_MIN). Workers do their jobs
+ * the blocking way; a job the loop takes and cannot finish without
+ * blocking goes back to them, once.
+ */
+static void run_inline(rl_loop *loop, struct ep *ep)
+{
+	struct rl__fifo share = { 0 };
+	rl_req *req;
+
+	if (ep->ninline < SHARE_MIN || ep->ncpu < 2) {
+		while ((req = rl__fifo_pop(&ep->inl)))
+			run_one(loop, ep, req);
+		ep->ninline = 0;
+		return;
+	}
+	rl__fifo_splice(&share, &ep->inl);
+	for (req = share.head; req; req = req->priv.next) {
+		req->priv.work = jobs[req->op];
+		req->priv.step = EP_POOL;
+	}
+	ep->in_pool += ep->ninline;
+	ep->ninline = 0;
+	/* The loop is the other CPU's worker. */
+	loop->stats.syscalls += rl__pool_submit(&ep->pool, &share, ep->ncpu - 1);
+	while ((req = rl__pool_take(&ep->pool))) {
+		ep->in_pool--;
+		run_one(loop, ep, req);
+	}
+}
+
 static void submit(rl_loop *loop, rl_req *req)
 {
 	struct ep *ep = E(loop);
@@ -641,8 +722,13 @@ static void submit(rl_loop *loop, rl_req *req)
 	req->priv.bflags = 0;
 	req->priv.res[0] = 0;
 	req->priv.res[1] = 0;
-	if (ep->inline_ok && try_inline(loop, ep, req))
+	if (may_inline(ep, req)) {
+		/* Not now: the next wait() sees the whole burst. */
+		req->priv.step = EP_INLINE;
+		rl__fifo_push(&ep->inl, req);
+		ep->ninline++;
 		return;
+	}
 	to_pool(ep, req);
 }
 
@@ -656,10 +742,10 @@ static void flush_batch(rl_loop *loop, struct ep *ep)
 		r->priv.step = EP_POOL;
 		n++;
 	}
-	loop->stats.pool_jobs += n;
 	ep->in_pool += n;
 	/* Each worker woken may cost a futex call on this thread. */
-	loop->stats.syscalls += rl__pool_submit(&ep->pool, &ep->batch);
+	loop->stats.syscalls +=
+		rl__pool_submit(&ep->pool, &ep->batch, ep->pool.nthreads);
 }
 
 static int pool_done(rl_loop *loop, struct ep *ep, rl_req *req)
@@ -694,6 +780,7 @@ static int reap(rl_loop *loop, struct ep *ep)
 	rl__pool_take_done(&ep->pool, &done);
 	while ((req = rl__fifo_pop(&done))) {
 		ep->in_pool--;
+		loop->stats.pool_jobs++;
 		n += pool_done(loop, ep, req);
 	}
 	return n;
@@ -752,19 +839,46 @@ static int poll_fds(rl_loop *loop, struct ep *ep, int64_t timeout_ns,
 	return n < 0 ? -errno : n;
 }
 
+/*
+ * How long the loop may sleep while jobs are out, given that workers hold
+ * wake-ups back while jobs are queued (threadpool.h): RL__POOL_HOLD_NS
+ * with jobs queued. With none queued, only a rare interleaving (a worker
+ * that saw the last job still queued, whose taker then blocks for good)
+ * leaves a completion unannounced; ten times as long is enough for that.
+ * With a single job out nothing is ever held back.
+ */
+static int64_t hold_cap(struct ep *ep, int64_t timeout_ns, bool *capped)
+{
+	int64_t cap;
+
+	*capped = false;
+	if (ep->in_pool < 2)
+		return timeout_ns;
+	cap = rl__pool_queued(&ep->pool) ? RL__POOL_HOLD_NS
+					 : 10 * RL__POOL_HOLD_NS;
+	if (timeout_ns >= 0 && timeout_ns <= cap)
+		return timeout_ns;
+	*capped = true;
+	return cap;
+}
+
 static int wait(rl_loop *loop, int64_t timeout_ns)
 {
 	struct ep *ep = E(loop);
 	struct epoll_event evs[MAX_EVENTS];
-	uint64_t count;
+	uint64_t count, start;
+	int64_t t;
 	int n, i, done;
+	bool sleep, capped;
 
-	bool sleep;
-
+	run_inline(loop, ep);
 	flush_batch(loop, ep);
 	done = reap(loop, ep);
-	if (!done && timeout_ns != 0 && ep->in_pool && !ep->nwatch &&
-	    RL__POOL_SPIN_NS > 0 && rl__spin_allowed(&ep->spin)) {
+	/* Spin only while a CPU is left over: with every CPU running a
+	 * worker, the spin would take one of them away. */
+	if (!done && timeout_ns != 0 && ep->in_pool &&
+	    ep->in_pool < ep->ncpu && !ep->nwatch && RL__POOL_SPIN_NS > 0 &&
+	    rl__spin_allowed(&ep->spin)) {
 		int64_t spent = spin_for_done(loop, ep, timeout_ns);
 
 		if (timeout_ns > 0)
@@ -772,35 +886,56 @@ static int wait(rl_loop *loop, int64_t timeout_ns)
 		done = reap(loop, ep);
 		rl__spin_outcome(&ep->spin, done > 0);
 	}
-	/* Completions in hand, or no waiting allowed, or a job finished
-	 * just now: only the watched fds need a look, if there are some. */
-	sleep = !done && timeout_ns != 0 && rl__pool_may_sleep(&ep->pool);
-	if (!sleep) {
-		if (!ep->nwatch)
-			return done + reap(loop, ep);
-		timeout_ns = 0;
-	}
-	n = poll_fds(loop, ep, timeout_ns, evs);
-	if (sleep)
-		rl__pool_awake(&ep->pool);
-	if (n < 0)
-		return n == -EINTR ? done + reap(loop, ep) : n;
-	for (i = 0; i < n; i++) {
-		rl_req *req = evs[i].data.ptr;
-
-		if (req) {
-			watch_ready(loop, ep, req);
-			done++;
-			continue;
+	for (;;) {
+		/* Completions in hand, or no waiting allowed, or a job
+		 * finished just now: only the watched fds need a look, if
+		 * there are some. */
+		sleep = !done && timeout_ns != 0 &&
+			rl__pool_may_sleep(&ep->pool);
+		capped = false;
+		t = timeout_ns;
+		if (sleep) {
+			t = hold_cap(ep, timeout_ns, &capped);
+		} else {
+			if (!ep->nwatch)
+				return done + reap(loop, ep);
+			t = 0;
 		}
-		/* The eventfd: workers finished jobs, or rl_post(). */
-		loop->stats.syscalls++;
-		if (read(ep->efd, &count, sizeof(count)) == sizeof(count))
-			loop->stats.wakeups++;
+		start = capped && timeout_ns > 0 ? rl__clock_ns() : 0;
+		n = poll_fds(loop, ep, t, evs);
+		if (sleep)
+			rl__pool_awake(&ep->pool);
+		if (n < 0)
+			return n == -EINTR ? done + reap(loop, ep) : n;
+		for (i = 0; i < n; i++) {
+			rl_req *req = evs[i].data.ptr;
+
+			if (req) {
+				watch_ready(loop, ep, req);
+				done++;
+				continue;
+			}
+			/* The eventfd: workers finished jobs, or rl_post(). */
+			loop->stats.syscalls++;
+			if (read(ep->efd, &count, sizeof(count)) ==
+			    sizeof(count))
+				loop->stats.wakeups++;
+		}
+		/* A request a watch sent to the pool goes now, not a wait
+		 * later. */
+		flush_batch(loop, ep);
+		done += reap(loop, ep);
+		/* Only the hold-back cap ran out, and nothing was held back:
+		 * sleep on for what is left of the caller's timeout, so
+		 * that RL_RUN_ONCE still waits for something to happen. */
+		if (done || n || !capped)
+			return done;
+		if (timeout_ns > 0) {
+			timeout_ns -= (int64_t)(rl__clock_ns() - start);
+			if (timeout_ns <= 0)
+				return done;
+		}
 	}
-	/* A request a watch sent to the pool goes now, not a wait later. */
-	flush_batch(loop, ep);
-	return done + reap(loop, ep);
 }
 
 static void cancel(rl_loop *loop, rl_req *req)
@@ -813,6 +948,8 @@ static void cancel(rl_loop *loop, rl_req *req)
 		 * report their real result; finished ones are reaped as
 		 * usual by the next wait(). */
 		ep->closing = true;
+		rl__fifo_splice(&gone, &ep->inl);
+		ep->ninline = 0;
 		rl__fifo_splice(&gone, &ep->batch);
 		while ((req = rl__fifo_pop(&gone))) {
 			req->priv.step = EP_NONE;
@@ -831,6 +968,10 @@ static void cancel(rl_loop *loop, rl_req *req)
 		return;
 	}
 	switch (req->priv.step) {
+	case EP_INLINE:
+		rl__fifo_remove(&ep->inl, req);
+		ep->ninline--;
+		break;
 	case EP_BATCH:
 		rl__fifo_remove(&ep->batch, req);
 		break;
@@ -890,6 +1031,7 @@ static int init(rl_loop *loop, const struct rl_options *opt)
 	if (!ep)
 		return -ENOMEM;
 	ep->inline_ok = !(opt->flags & RL_NO_INLINE);
+	ep->ncpu = rl__pool_size(0);
 	ep->openat2_ok = true;
 	ep->pwait2_ok = true;
 	ep->efd = -1;

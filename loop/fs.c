@@ -14,6 +14,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -205,12 +207,16 @@ int rl__read_file_grow(rl_req *req, size_t want)
 /*
  * Reads the file behind fd to end of file into the request's buffer, the
  * way a worker thread does it: fstat for a size hint (grow once to fit),
- * then read until read() says 0, whatever st_size claimed (procfs files say
- * 0). A caller's buffer that fills up is checked with one more byte into a
- * sentinel, so a file of exactly len bytes fits and a larger one is -EFBIG.
+ * then readv() into the buffer plus a one-byte sentinel, so a full buffer
+ * and "the file goes on" are told apart in the same call. A short read of
+ * a regular file that reaches the size fstat gave is the end, as in the
+ * synchronous loop (four syscalls in all); a size of 0 (procfs) or a short
+ * read before st_size proves nothing, and only a 0 read ends those. A
+ * caller's buffer that cannot hold the file gives -EFBIG.
  */
 int64_t rl__read_file_sync(rl_req *req, int fd)
 {
+	struct iovec iov[2];
 	struct stat st;
 	size_t got = 0;
 	ssize_t r;
@@ -227,28 +233,29 @@ int64_t rl__read_file_sync(rl_req *req, int fd)
 			return ret;
 	}
 	for (;;) {
-		if (got == req->priv.cap) {
-			do {
-				r = read(fd, &req->priv.sentinel, 1);
-			} while (r < 0 && errno == EINTR);
-			if (r < 0)
-				return -errno;
-			if (r == 0)
-				break;
+		iov[0].iov_base = (char *)req->buf + got;
+		iov[0].iov_len = req->priv.cap - got;
+		iov[1].iov_base = &req->priv.sentinel;
+		iov[1].iov_len = 1;
+		do {
+			r = readv(fd, iov, 2);
+		} while (r < 0 && errno == EINTR);
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		if ((size_t)r > req->priv.cap - got) {
+			got = req->priv.cap;
 			ret = rl__read_file_grow(req, got + 1);
 			if (ret < 0)
 				return ret;
 			((char *)req->buf)[got++] = req->priv.sentinel;
 			continue;
 		}
-		do {
-			r = read(fd, (char *)req->buf + got, req->priv.cap - got);
-		} while (r < 0 && errno == EINTR);
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
 		got += (size_t)r;
+		if (S_ISREG(st.st_mode) && st.st_size > 0 &&
+		    got >= (size_t)st.st_size)
+			break;
 	}
 	return (int64_t)got;
 }

@@ -133,7 +133,7 @@ struct rl_stats {
 	uint64_t syscalls;	     /* syscalls the loop thread made */
 	uint64_t enters;	     /* ... of which io_uring_enter */
 	uint64_t waits;		     /* ... of which epoll_wait */
-	uint64_t pool_jobs;	     /* jobs handed to the thread pool */
+	uint64_t pool_jobs;	     /* jobs the thread pool's workers ran */
 	uint64_t inline_completions; /* requests finished on the loop thread */
 	uint64_t wakeups;	     /* eventfd wake-ups the loop consumed */
 	uint64_t queued;	     /* requests that waited in user space

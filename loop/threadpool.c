@@ -80,19 +80,28 @@ unsigned rl__pool_size(unsigned asked)
  * not sleep, or the worker finds the flag and wakes it. The exchange makes
  * that ONE eventfd write per sleep, however many jobs finish meanwhile;
  * while the loop is awake (running callbacks, spinning) jobs finish
- * without any syscall at all.
+ * without any syscall at all. A worker that sees jobs still queued may
+ * hold its wake-up back (RL__POOL_BATCH); the loop bounds how long by
+ * never sleeping long while jobs are out (backend_epoll.c).
  */
 static void post_done(struct rl__pool *pool, rl_req *req)
 {
 	rl_req *head = atomic_load_explicit(&pool->done, memory_order_relaxed);
+	unsigned pending;
 
 	do {
 		req->priv.next = head;
 	} while (!atomic_compare_exchange_weak_explicit(
 		&pool->done, &head, req, memory_order_seq_cst,
 		memory_order_relaxed));
-	if (atomic_load_explicit(&pool->loop_asleep, memory_order_seq_cst) &&
-	    atomic_exchange_explicit(&pool->loop_asleep, 0,
+	pending = atomic_fetch_add_explicit(&pool->ndone, 1,
+					    memory_order_relaxed) + 1;
+	if (!atomic_load_explicit(&pool->loop_asleep, memory_order_seq_cst))
+		return;
+	if (pending < RL__POOL_BATCH &&
+	    atomic_load_explicit(&pool->queued, memory_order_seq_cst))
+		return; /* held back: another job will finish soon */
+	if (atomic_exchange_explicit(&pool->loop_asleep, 0,
 				     memory_order_seq_cst))
 		pool->notify(pool->arg);
 }
@@ -162,7 +171,7 @@ static void *worker(void *arg)
 			break; /* stopping, and nothing left to do */
 		req = rl__fifo_pop(&pool->queue);
 		atomic_fetch_sub_explicit(&pool->queued, 1,
-					  memory_order_relaxed);
+					  memory_order_seq_cst);
 		pthread_mutex_unlock(&pool->lock);
 
 		req->priv.work(req);
@@ -194,6 +203,7 @@ int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
 
 	memset(pool, 0, sizeof(*pool));
 	atomic_init(&pool->done, NULL);
+	atomic_init(&pool->ndone, 0);
 	atomic_init(&pool->queued, 0);
 	atomic_init(&pool->stopping, false);
 	atomic_init(&pool->loop_asleep, 0);
@@ -245,9 +255,10 @@ void rl__pool_destroy(struct rl__pool *pool)
 	pool->threads = NULL;
 }
 
-unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs)
+unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
+			 unsigned max_active)
 {
-	unsigned n = 0, wake = 0;
+	unsigned n = 0, wake = 0, awake;
 
 	for (rl_req *r = jobs->head; r; r = r->priv.next)
 		n++;
@@ -256,14 +267,18 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs)
 	pthread_mutex_lock(&pool->lock);
 	rl__fifo_splice(&pool->queue, jobs);
 	atomic_fetch_add_explicit(&pool->queued, n, memory_order_relaxed);
-	/* Wake only sleepers nobody has woken yet, and no more of them than
-	 * there are new jobs the spinning worker (if any) leaves: a signal
+	/* Wake only sleepers nobody has woken yet, no more of them than
+	 * there are new jobs the spinning worker (if any) leaves (a signal
 	 * to a worker that will find the queue empty is a wasted futex call
-	 * on both sides. */
+	 * on both sides), and none beyond max_active: a worker more than
+	 * there are CPUs for only takes turns with the others. */
 	if (pool->spinning)
 		n--; /* the spinning worker takes one without a signal */
-	if (pool->idle > pool->signalled) {
+	awake = pool->nthreads - pool->idle + pool->signalled;
+	if (pool->idle > pool->signalled && awake < max_active) {
 		wake = pool->idle - pool->signalled;
+		if (wake > max_active - awake)
+			wake = max_active - awake;
 		if (wake > n)
 			wake = n;
 		pool->signalled += wake;
@@ -274,6 +289,21 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs)
 	return wake;
 }
 
+rl_req *rl__pool_take(struct rl__pool *pool)
+{
+	rl_req *req;
+
+	if (!atomic_load_explicit(&pool->queued, memory_order_relaxed))
+		return NULL;
+	pthread_mutex_lock(&pool->lock);
+	req = rl__fifo_pop(&pool->queue);
+	if (req)
+		atomic_fetch_sub_explicit(&pool->queued, 1,
+					  memory_order_seq_cst);
+	pthread_mutex_unlock(&pool->lock);
+	return req;
+}
+
 bool rl__pool_cancel(struct rl__pool *pool, rl_req *req)
 {
 	bool found;
@@ -282,7 +312,7 @@ bool rl__pool_cancel(struct rl__pool *pool, rl_req *req)
 	found = rl__fifo_remove(&pool->queue, req);
 	if (found)
 		atomic_fetch_sub_explicit(&pool->queued, 1,
-					  memory_order_relaxed);
+					  memory_order_seq_cst);
 	pthread_mutex_unlock(&pool->lock);
 	return found;
 }
@@ -303,6 +333,7 @@ void rl__pool_take_done(struct rl__pool *pool, struct rl__fifo *out)
 		return;
 	list = atomic_exchange_explicit(&pool->done, NULL,
 					memory_order_acquire);
+	atomic_store_explicit(&pool->ndone, 0, memory_order_relaxed);
 	/* The list is LIFO; reverse it so callbacks run in finishing order. */
 	while (list) {
 		next = list->priv.next;

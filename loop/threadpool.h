@@ -36,6 +36,20 @@
 #endif
 
 /*
+ * Holding back. While jobs wait on the queue, the workers are busy anyway
+ * and the loop has nothing to hand them: waking it for every completion
+ * only takes a CPU away from a worker (a futex, a context switch and an
+ * epoll_wait per job, which doubled a burst's time on two CPUs). So a
+ * worker that finishes a job while others are queued wakes a sleeping loop
+ * only once RL__POOL_BATCH completions are waiting; the last job of a
+ * burst always wakes it. A loop that sleeps with jobs queued sleeps at most
+ * RL__POOL_HOLD_NS, so slow or stuck jobs behind cannot hold a completion
+ * back for longer than that.
+ */
+#define RL__POOL_BATCH 64
+#define RL__POOL_HOLD_NS 1000000
+
+/*
  * Adaptive spinning. Spinning only pays when the thread waited for runs
  * meanwhile on another CPU. When the CPUs are oversubscribed it is worse
  * than useless: the spinner keeps the very thread it waits for off the
@@ -98,8 +112,10 @@ struct rl__pool {
 	 * finish a job must wake it. Cleared by whoever wakes it. */
 	atomic_int loop_asleep;
 
-	/* Finished jobs, pushed by any worker, taken whole by the loop. */
+	/* Finished jobs, pushed by any worker, taken whole by the loop, and
+	 * how many were pushed since the loop last took them. */
 	_Atomic(rl_req *) done;
+	atomic_uint ndone;
 
 	/* Wakes the sleeping loop; set once at init, called by workers. */
 	void (*notify)(void *arg);
@@ -120,9 +136,18 @@ int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
  * running or unclaimed on the done list (the loop has drained it). */
 void rl__pool_destroy(struct rl__pool *pool);
 
-/* Hands a batch of jobs (linked by priv.next) to the workers. Returns the
- * number of sleeping workers it woke (each wake-up may be a futex call). */
-unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs);
+/*
+ * Hands a batch of jobs (linked by priv.next) to the workers, waking
+ * sleeping ones until at most max_active workers are awake (running,
+ * spinning or signalled); pass pool->nthreads for "as many as help".
+ * Returns the number of workers it woke (each wake-up may be a futex call).
+ */
+unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
+			 unsigned max_active);
+
+/* Takes the oldest job no worker has started, for the loop thread to run
+ * itself; NULL when there is none. */
+rl_req *rl__pool_take(struct rl__pool *pool);
 
 /* Takes req off the queue if no worker has started it. Returns whether it
  * did; false means it is running or already finished. */
@@ -141,6 +166,12 @@ bool rl__pool_may_sleep(struct rl__pool *pool);
 static inline void rl__pool_awake(struct rl__pool *pool)
 {
 	atomic_store_explicit(&pool->loop_asleep, 0, memory_order_relaxed);
+}
+
+/* Whether jobs wait on the queue, not started yet. */
+static inline bool rl__pool_queued(struct rl__pool *pool)
+{
+	return atomic_load_explicit(&pool->queued, memory_order_seq_cst) != 0;
 }
 
 /* Cheap check (no lock, no syscall) for finished jobs. */
