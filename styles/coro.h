@@ -120,9 +120,17 @@ void rl_coro_pool_stats(const rl_coro_pool *pool,
 
 /* ------------------------------------------------------------- scheduler */
 
+/* The default of rl_coro_sched_options.start_window. */
+#define RL_CORO_START_WINDOW 256
+
 struct rl_coro_sched_options {
 	size_t stack_size;   /* default for spawn; 0 = RL_CORO_STACK_DEFAULT */
 	rl_coro_pool *pool;  /* shared pool, or NULL for a private one */
+	/* Start pacing: a coroutine due to start while this many coroutines
+	 * of the scheduler wait for requests starts when one of those
+	 * requests completes instead (coroutines already running never
+	 * wait for it). 0 = RL_CORO_START_WINDOW; SIZE_MAX: never. */
+	size_t start_window;
 };
 
 /* Opens the coroutine scheduler of loop (one per loop is enough; opt may
@@ -161,9 +169,14 @@ struct rl_coro_options {
 /*
  * Creates a coroutine running fn(arg). It starts from a microtask of the
  * loop, never inside rl_coro_spawn(), which may therefore be called before
- * rl_run() or from a coroutine. With out NULL the coroutine is detached.
- * opt may be NULL. Returns 0, or -EINVAL, -ENOMEM, -ECANCELED (scheduler
- * closing).
+ * rl_run() or from a coroutine. Starts keep spawn order. While many
+ * coroutines wait for requests (see start_window) a start waits for one
+ * of those to complete: ten thousand coroutines that each touched their
+ * stack and then waited for their data do not fit in the caches, and the
+ * reads flow as fast through a narrower window. Its stack is promised at
+ * spawn and taken at start, the most recently freed first.
+ * With out NULL the coroutine is detached. opt may be NULL. Returns 0, or
+ * -EINVAL, -ENOMEM, -ECANCELED (scheduler closing).
  */
 int rl_coro_spawn(rl_coro_sched *sched, rl_coro **out, rl_coro_fn fn,
 		  void *arg, const struct rl_coro_options *opt);

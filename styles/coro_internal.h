@@ -47,10 +47,11 @@ void *rl__coro_ctx_init(void *stack_top, void (*entry)(void *), void *arg);
 /* ---------------------------------------------------------------- stacks */
 
 /*
- * One mapping: [guard | usable stack | this header]. The header sits at
- * the top of the mapping, in the page the coroutine's first frames touch
- * anyway. Every stack of the process is on a global list, so the SIGSEGV
- * handler can tell an overflow into a guard page from any other fault.
+ * One mapping: [guard | usable stack | colour room], described by this
+ * header, which is malloc'ed apart so that a stack nobody ran on yet has
+ * no page in memory. Every stack of the process is on a global list, so
+ * the SIGSEGV handler can tell an overflow into a guard page from any
+ * other fault.
  */
 struct rl__coro_stack {
 	struct rl__coro_stack *gnext;	/* the global list */
@@ -67,7 +68,10 @@ struct rl__coro_stack {
 	const char *volatile owner_name;
 };
 
-struct rl__coro_stack *rl__coro_stack_get(rl_coro_pool *pool, size_t size);
+/* A stack of size bytes is promised (0, or -ENOMEM), then taken, which
+ * never fails once promised; put gives it back. */
+int rl__coro_stack_reserve(rl_coro_pool *pool, size_t size);
+struct rl__coro_stack *rl__coro_stack_take(rl_coro_pool *pool, size_t size);
 void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st);
 
 /* Installs the process-wide SIGSEGV handler once, and an alternate signal
@@ -113,6 +117,9 @@ struct rl_coro {
 	void *wait_obj;
 	rl_coro *joiner;
 	rl_coro *next, *prev;	/* the scheduler's alive list; free list */
+	rl_coro *start_next;	/* the scheduler's list of starts due */
+	rl_coro *resume_next;	/* the scheduler's list of resumes due */
+	size_t stack_size;	/* promised at spawn, taken at start */
 	rl_task task;		/* start, yield and wake-ups */
 	uint64_t id;
 	const char *name;
@@ -142,6 +149,11 @@ struct rl_coro_sched {
 	int altstack;		/* 1: we installed this thread's sigaltstack */
 	size_t stack_size;
 	rl_coro *alive;		/* spawned, not finished */
+	rl_coro *starts, *starts_tail; /* to start, in spawn order */
+	rl_coro *resumes, *resumes_tail; /* completed requests' coroutines */
+	rl_task resume_task;	/* queued while resumes is not empty */
+	size_t io_waiting;	/* coroutines suspended on a request */
+	size_t start_window;	/* see rl_coro_sched_options */
 	rl_coro *free;		/* recycled handles */
 	struct rl__coro_slab *slabs;
 	struct rl_coro_sched_stats stats;
@@ -160,6 +172,11 @@ void rl__coro_resume(rl_coro *co, int64_t val);
 /* Suspends the running coroutine co until rl__coro_resume(co, v); returns
  * v. co->wait and co->wait_obj say what it waits for. */
 int64_t rl__coro_suspend(rl_coro *co);
+
+/* From a request's callback: resumes co with val from a microtask after
+ * the loop's current batch of callbacks, together with the other
+ * coroutines whose requests completed in it (see coro.c). */
+void rl__coro_resume_soon(rl_coro *co, int64_t val);
 
 /* The start of every suspending call: the running coroutine, or NULL with
  * *err set (-EPERM outside a coroutine, -ECANCELED while closing). */

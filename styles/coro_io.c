@@ -10,10 +10,9 @@
  * requests into its pending and ready queues and walks them: with
  * thousands of coroutines alive, every stack page is cold by then, and
  * the handles' slabs are dense (see struct rl_coro). The callback, on
- * the loop thread inside rl_run(), switches straight back into the
- * coroutine with the result; measured against a wake-up through a
- * microtask (rl_task_queue), the direct switch saves the queueing and a
- * second pass over the task list per completion.
+ * the loop thread inside rl_run(), hands the coroutine to the scheduler,
+ * which resumes it with the result after the loop's current batch of
+ * callbacks, with its stack prefetched (rl__coro_resume_soon()).
  */
 #include <errno.h>
 
@@ -21,7 +20,7 @@
 
 static void req_done(rl_req *req)
 {
-	rl__coro_resume(req->data, req->result);
+	rl__coro_resume_soon(req->data, req->result);
 }
 
 /* The coroutine's one request, ready for a submitting call. Handles come
@@ -39,11 +38,17 @@ static rl_req *coro_req(rl_coro *co)
 /* Waits for a request the caller submitted (ret: the submit's result). */
 static int64_t wait_req(rl_coro *co, rl_req *req, int ret)
 {
+	rl_coro_sched *s = co->sched;
+	int64_t v;
+
 	if (ret < 0)
 		return ret;
 	co->wait = RL__WAIT_REQ;
 	co->wait_obj = req;
-	return rl__coro_suspend(co);
+	s->io_waiting++; /* start pacing, see coro.c */
+	v = rl__coro_suspend(co);
+	s->io_waiting--;
+	return v;
 }
 
 int64_t rl_coro_read_file(const char *path, void *buf, size_t len)

@@ -43,6 +43,7 @@ struct rl__coro_class {
 	size_t size;
 	struct rl__coro_stack **free;
 	size_t nfree, cap;
+	size_t reserved; /* free stacks promised to spawned coroutines */
 };
 
 struct rl_coro_pool {
@@ -124,21 +125,30 @@ static void registry_del(struct rl__coro_stack *st)
 
 static struct rl__coro_stack *stack_map(rl_coro_pool *pool, size_t size)
 {
-	/* The header and the top of the stack share the last page: the
-	 * usable stack is size bytes below the header. */
-	size_t len = pool->guard + round_page(size + sizeof(struct rl__coro_stack));
+	/* Room above the usable size for the colour offset below. */
+	size_t len = pool->guard +
+		     round_page(size + (COLOURS - 1) * 64 * COLOUR_STRIDE);
 	struct rl__coro_stack *st;
 	char *map;
 
+	/* The header lives apart from the stack, with the other headers:
+	 * a stack mapped and not yet run costs no memory at all (ten
+	 * thousand coroutines spawned at once reserve ten thousand stacks,
+	 * most of which a paced burst never touches; see coro.c). */
+	st = malloc(sizeof(*st));
+	if (!st)
+		return NULL;
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (map == MAP_FAILED)
-		return NULL;
-	if (mprotect(map, pool->guard, PROT_NONE) < 0) {
-		munmap(map, len);
+	if (map == MAP_FAILED) {
+		free(st);
 		return NULL;
 	}
-	st = (struct rl__coro_stack *)(map + len) - 1;
+	if (mprotect(map, pool->guard, PROT_NONE) < 0) {
+		munmap(map, len);
+		free(st);
+		return NULL;
+	}
 	st->map = map;
 	st->map_len = len;
 	st->guard = pool->guard;
@@ -147,12 +157,10 @@ static struct rl__coro_stack *stack_map(rl_coro_pool *pool, size_t size)
 	 * Cache colouring: every mapping ends on a page boundary, so without
 	 * an offset the hot top frames of all stacks share the same page
 	 * offset and compete for the same cache sets. Successive stacks
-	 * start a varying number of cache lines lower, within the header's
-	 * page (which is spare room above the usable size anyway) and small
-	 * enough that the first frames still fit in that page.
+	 * start a varying number of cache lines lower, in the room left for
+	 * it above the usable size.
 	 */
-	st->hi = (char *)((uintptr_t)st & ~(uintptr_t)63) -
-		 (pool->stats.maps % COLOURS) * 64 * COLOUR_STRIDE;
+	st->hi = map + len - (pool->stats.maps % COLOURS) * 64 * COLOUR_STRIDE;
 	st->size = size;
 	st->owner_id = 0;
 	st->owner_name = NULL;
@@ -178,53 +186,84 @@ static void stack_unmap(rl_coro_pool *pool, struct rl__coro_stack *st)
 #endif
 	pool->stats.mapped--;
 	munmap(st->map, st->map_len);
+	free(st);
 }
 
-struct rl__coro_stack *rl__coro_stack_get(rl_coro_pool *pool, size_t size)
+static struct rl__coro_class *class_of(rl_coro_pool *pool, size_t size)
 {
 	struct rl__coro_class *c;
-	struct rl__coro_stack *st;
 
 	for (c = pool->classes; c; c = c->next)
 		if (c->size == size)
-			break;
-	if (c && c->nfree) {
-		st = c->free[--c->nfree];
-		pool->stats.idle--;
-		pool->stats.reuses++;
-		return st;
-	}
+			return c;
+	return NULL;
+}
+
+/*
+ * Stacks are promised at spawn and handed out at start. Every free stack
+ * of a size is as good as another, so a spawn only makes sure that one
+ * more is free than promised (mapping one if needed: that is where -ENOMEM
+ * comes from), and the start takes the top of the LIFO list, the stack a
+ * coroutine gave back last, whose pages are still in the caches and the
+ * TLB. Ten thousand coroutines spawned at once whose starts are spread
+ * out (see coro.c) then run on a few hundred warm stacks, not on ten
+ * thousand cold ones.
+ */
+int rl__coro_stack_reserve(rl_coro_pool *pool, size_t size)
+{
+	struct rl__coro_class *c = class_of(pool, size);
+	struct rl__coro_stack *st;
+
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
-			return NULL;
+			return -ENOMEM;
 		c->size = size;
 		c->next = pool->classes;
 		pool->classes = c;
 	}
-	st = stack_map(pool, size);
-	/* Room to take it back: put never has to allocate. */
-	if (st && c->cap < pool->stats.mapped) {
+	if (c->nfree > c->reserved) {
+		c->reserved++;
+		pool->stats.reuses++;
+		return 0;
+	}
+	/* Room for every stack of the class on the list: put never has to
+	 * allocate. */
+	if (c->cap < pool->stats.mapped + 1) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct rl__coro_stack **a = realloc(c->free, cap * sizeof(*a));
+		struct rl__coro_stack **a;
 
-		if (!a) {
-			stack_unmap(pool, st);
-			return NULL;
-		}
+		while (cap < pool->stats.mapped + 1)
+			cap *= 2;
+		a = realloc(c->free, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
 		c->free = a;
 		c->cap = cap;
 	}
-	return st;
+	st = stack_map(pool, size);
+	if (!st)
+		return -ENOMEM;
+	c->free[c->nfree++] = st;
+	c->reserved++;
+	pool->stats.idle++;
+	return 0;
+}
+
+struct rl__coro_stack *rl__coro_stack_take(rl_coro_pool *pool, size_t size)
+{
+	struct rl__coro_class *c = class_of(pool, size);
+
+	/* c exists and has a free stack: the spawn reserved it. */
+	c->reserved--;
+	pool->stats.idle--;
+	return c->free[--c->nfree];
 }
 
 void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st)
 {
-	struct rl__coro_class *c;
+	struct rl__coro_class *c = class_of(pool, st->size);
 
-	for (c = pool->classes; c; c = c->next)
-		if (c->size == st->size)
-			break;
 #if defined(RL__ASAN)
 	/* The coroutine never returned through its frames: clear their
 	 * redzones before another coroutine uses the same memory. */
@@ -243,6 +282,9 @@ int rl_coro_pool_close(rl_coro_pool *pool)
 		return -EINVAL;
 	if (pool->stats.mapped != pool->stats.idle)
 		return -EBUSY;
+	for (c = pool->classes; c; c = c->next)
+		if (c->reserved)
+			return -EBUSY;
 	for (c = pool->classes; c; c = cn) {
 		cn = c->next;
 		while (c->nfree)

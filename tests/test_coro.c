@@ -12,26 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coro.h"
-#include "helpers.h"
+#include "coro_helpers.h"
 #include "promise.h"
-
-static rl_coro_sched *tsched(rl_loop *loop)
-{
-	rl_coro_sched *s = NULL;
-
-	cr_assert_eq(rl_coro_sched_open(loop, &s, NULL), 0);
-	return s;
-}
-
-static void tsched_close(rl_coro_sched *s)
-{
-	struct rl_coro_sched_stats st;
-
-	rl_coro_sched_stats(s, &st);
-	cr_assert_eq(st.alive, 0, "%zu coroutines still alive", st.alive);
-	cr_assert_eq(rl_coro_sched_close(s), 0);
-}
 
 /* ------------------------------------------------------------ basic calls */
 

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_coro_pacing.c - coroutine starts paced by the requests in flight
+ * (rl_coro_sched_options.start_window), warm stacks handed on, and
+ * completions resuming their coroutines in a batch.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coro_helpers.h"
+
+enum { READERS = 40 };
+
+struct pace {
+	const char *path;
+	int next_start;	  /* the index the next start must have */
+	int order_errors; /* starts out of spawn order */
+	int waiting, max_waiting;
+	int finished;
+	uintptr_t pages[READERS]; /* the stack page each one ran on */
+};
+
+struct reader {
+	struct pace *p;
+	int index;
+	char buf[16];
+	int64_t res;
+};
+
+static int64_t paced_reader(void *arg)
+{
+	struct reader *r = arg;
+	struct pace *p = r->p;
+
+	/* The real frame, not a sanitizer's fake stack. */
+	p->pages[r->index] = (uintptr_t)__builtin_frame_address(0) >> 12;
+	if (r->index != p->next_start++)
+		p->order_errors++;
+	if (++p->waiting > p->max_waiting)
+		p->max_waiting = p->waiting;
+	r->res = rl_coro_read_file(p->path, r->buf, sizeof(r->buf));
+	p->waiting--;
+	p->finished++;
+	return r->res;
+}
+
+static void run_readers(const struct tp *tp, size_t window, struct pace *p,
+			struct reader *rs)
+{
+	struct rl_coro_sched_options opt = { .start_window = window };
+	rl_loop *loop = tloop(tp);
+	rl_coro_sched *s = tsched_opts(loop, &opt);
+
+	for (int i = 0; i < READERS; i++) {
+		rs[i] = (struct reader){ .p = p, .index = i };
+		cr_assert_eq(rl_coro_spawn(s, NULL, paced_reader, &rs[i], NULL),
+			     0);
+	}
+	trun(loop);
+	cr_assert_eq(p->finished, READERS);
+	cr_assert_eq(p->order_errors, 0, "starts must keep spawn order");
+	for (int i = 0; i < READERS; i++) {
+		cr_assert_eq(rs[i].res, 12, "reader %d: %ld", i,
+			     (long)rs[i].res);
+		tcheck("paced", rs[i].buf, 12);
+	}
+	tsched_close(s);
+	tclose(loop);
+}
+
+static int distinct_pages(const struct pace *p)
+{
+	int n = 0;
+
+	for (int i = 0; i < READERS; i++) {
+		int seen = 0;
+
+		for (int j = 0; j < i; j++)
+			seen |= p->pages[j] == p->pages[i];
+		n += !seen;
+	}
+	return n;
+}
+
+/* At most start_window coroutines wait for requests; the ones started
+ * later run on the stacks the finished ones gave back. */
+BACKEND_TEST(coro_pacing, window_bounds_the_waiting)
+{
+	struct pace p = { .path = tfile("paced", 12) };
+	struct reader rs[READERS];
+
+	run_readers(tp, 4, &p, rs);
+	cr_assert_eq(p.max_waiting, 4);
+	cr_assert_leq(distinct_pages(&p), 4,
+		      "%d stacks for a window of 4: not reused",
+		      distinct_pages(&p));
+}
+
+/* SIZE_MAX turns pacing off: every coroutine starts at once. */
+BACKEND_TEST(coro_pacing, unlimited_window_starts_all)
+{
+	struct pace p = { .path = tfile("paced", 12) };
+	struct reader rs[READERS];
+
+	run_readers(tp, SIZE_MAX, &p, rs);
+	cr_assert_eq(p.max_waiting, READERS);
+	cr_assert_eq(distinct_pages(&p), READERS);
+}
+
+/* Starts put off when the scheduler closes still run, and every call
+ * they make fails with -ECANCELED; nothing is left alive. */
+struct stuck {
+	int fd; /* a pipe nobody writes to */
+	int started;
+	int64_t res[8];
+};
+
+static int64_t stuck_reader(void *arg)
+{
+	struct stuck *st = arg;
+	int i = st->started++;
+	char c;
+
+	st->res[i] = rl_coro_read(st->fd, &c, 1, -1);
+	return st->res[i];
+}
+
+BACKEND_TEST(coro_pacing, close_runs_the_put_off_starts)
+{
+	struct rl_coro_sched_options opt = { .start_window = 2 };
+	rl_loop *loop = tloop(tp);
+	rl_coro_sched *s = tsched_opts(loop, &opt);
+	struct stuck st = { 0 };
+	struct rl_coro_sched_stats ss;
+	int fds[2];
+
+	cr_assert_eq(pipe(fds), 0);
+	st.fd = fds[0];
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(rl_coro_spawn(s, NULL, stuck_reader, &st, NULL), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(st.started, 2, "the window is 2");
+	rl_coro_sched_stats(s, &ss);
+	cr_assert_eq(ss.alive, 8);
+	cr_assert_eq(rl_coro_sched_close(s), 0);
+	cr_assert_eq(st.started, 8);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(st.res[i], -ECANCELED, "reader %d: %ld", i,
+			     (long)st.res[i]);
+	close(fds[0]);
+	close(fds[1]);
+	tclose(loop);
+}
+
+/*
+ * Completions in one batch resume their coroutines after the batch's
+ * callbacks. A coroutine's read_file and a plain one submitted right after
+ * it, in the same tick, complete in the same batch wherever cached reads
+ * finish at once (a linked chain in one io_uring_enter, the epoll fast
+ * path): the plain callback then runs before the coroutine resumes.
+ */
+static struct {
+	rl_loop *loop;
+	const char *path;
+	rl_req req;
+	char buf[16];
+	int cb_calls, resumed, resumed_before_cb;
+	rl_task task;
+} mx;
+
+static void plain_cb(rl_req *req)
+{
+	cr_assert_eq(req->result, 12);
+	mx.resumed_before_cb = mx.resumed;
+	mx.cb_calls++;
+}
+
+/* Runs after the coroutine's start in the same drain of microtasks. */
+static void submit_plain(rl_task *task)
+{
+	(void)task;
+	cr_assert_eq(rl_read_file(mx.loop, &mx.req, mx.path, mx.buf,
+				  sizeof(mx.buf), 0, plain_cb), 0);
+}
+
+static int64_t one_reader(void *arg)
+{
+	char buf[16];
+	int64_t r = rl_coro_read_file(arg, buf, sizeof(buf));
+
+	mx.resumed++;
+	return r;
+}
+
+BACKEND_TEST(coro_pacing, resumes_come_after_the_batch)
+{
+	rl_loop *loop = tloop(tp);
+	rl_coro_sched *s = tsched(loop);
+	bool same_batch = (tp->backend == RL_BACKEND_URING && !tp->flags) ||
+			  (tp->backend == RL_BACKEND_EPOLL &&
+			   !(tp->flags & RL_NO_INLINE));
+
+	memset(&mx, 0, sizeof(mx));
+	mx.loop = loop;
+	mx.path = tfile("batch", 12);
+	cr_assert_eq(rl_coro_spawn(s, NULL, one_reader, (void *)mx.path, NULL),
+		     0);
+	rl_task_queue(loop, &mx.task, submit_plain);
+	trun(loop);
+	cr_assert_eq(mx.cb_calls, 1);
+	cr_assert_eq(mx.resumed, 1);
+	if (same_batch)
+		cr_assert_eq(mx.resumed_before_cb, 0,
+			     "the coroutine resumed inside the batch");
+	tsched_close(s);
+	tclose(loop);
+}
