@@ -893,7 +893,6 @@ static int wait(rl_loop *loop, int64_t timeout_ns)
 		sleep = !done && timeout_ns != 0 &&
 			rl__pool_may_sleep(&ep->pool);
 		capped = false;
-		t = timeout_ns;
 		if (sleep) {
 			t = hold_cap(ep, timeout_ns, &capped);
 		} else {

@@ -229,7 +229,7 @@ int rl__coro_stack_reserve(rl_coro_pool *pool, size_t size)
 	}
 	/* Room for every stack of the class on the list: put never has to
 	 * allocate. */
-	if (c->cap < pool->stats.mapped + 1) {
+	if (!c->free || c->cap < pool->stats.mapped + 1) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
 		struct rl__coro_stack **a;
 
@@ -254,7 +254,10 @@ struct rl__coro_stack *rl__coro_stack_take(rl_coro_pool *pool, size_t size)
 {
 	struct rl__coro_class *c = class_of(pool, size);
 
-	/* c exists and has a free stack: the spawn reserved it. */
+	/* c exists and has a free stack: the spawn reserved it. Anything
+	 * else is a scheduler bug, not a condition to recover from. */
+	if (!c || !c->nfree)
+		abort();
 	c->reserved--;
 	pool->stats.idle--;
 	return c->free[--c->nfree];
