@@ -1,7 +1,8 @@
 # ringloop - build, test, bench.
 #
 #   make bench        build bench/ringbench (-O2) and run the whole matrix
-#   make test         the Criterion suite, then again under ASan + UBSan
+#   make test         the Criterion suite, again under ASan + UBSan, then a
+#                     ringbench smoke check (scripts/bench_smoke.sh)
 #   make SAN=address,undefined ...   any target with sanitizers
 #   make CC=clang ... any target with clang
 #
@@ -39,7 +40,7 @@ TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
 HDRS     := $(wildcard loop/*.h styles/*.h bench/*.h tests/*.h)
 
-.PHONY: all deps lib bench bench-build bench-plot bench-peers test test-build \
+.PHONY: all deps lib bench bench-build bench-plot bench-peers test test-bench test-build \
         test-run test-san test-valgrind fuzz format tidy clean compdb
 
 all: bench-build
@@ -90,6 +91,12 @@ $(BUILD)/tests/run: $(TEST_OBJ) $(BUILD)/libringloop.a
 test: test-build
 	$(BUILD)/tests/run $(TEST_ARGS)
 	@$(MAKE) --no-print-directory SAN=address,undefined test-san
+	@$(MAKE) --no-print-directory test-bench
+
+# ringbench itself: every cell runs and checks its bytes, the JSON
+# contract holds, a refused knob becomes an error cell (a few seconds).
+test-bench: bench-build
+	scripts/bench_smoke.sh
 
 test-san: test-build
 	RL_SOAK_N=$${RL_SOAK_N:-100000} ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0 \

@@ -28,6 +28,7 @@ struct bench_ctx {
 	const unsigned char *expect;
 	unsigned n;		  /* reads in this run */
 	unsigned window;	  /* parallel: max in flight, 0 = all */
+	size_t coro_window;	  /* coro: the scheduler's start_window */
 	uint64_t errors;	  /* wrong content or failed reads */
 	void *style_state;	  /* a style's own per-run state */
 };

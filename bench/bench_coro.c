@@ -35,9 +35,10 @@ struct coro_run {
 
 static rl_coro_sched *sched_for(struct bench_ctx *ctx)
 {
+	struct rl_coro_sched_options opt = { .start_window = ctx->coro_window };
 	rl_coro_sched *s = ctx->style_state;
 
-	if (!s && rl_coro_sched_open(ctx->loop, &s, NULL) < 0)
+	if (!s && rl_coro_sched_open(ctx->loop, &s, &opt) < 0)
 		return NULL;
 	ctx->style_state = s;
 	return s;

@@ -41,6 +41,7 @@ struct backend {
 
 struct knobs {
 	unsigned n, runs, files, window;
+	size_t coro_window; /* 0: the scheduler's default */
 	size_t size;
 	const char *file;
 	struct rl_options opt; /* knob flags shared by every backend */
@@ -262,13 +263,14 @@ static void knobs_json(FILE *f)
 		"\"entries\":%u,\"sqpoll\":%d,\"single_issuer\":%d,"
 		"\"defer_taskrun\":%d,\"coop_taskrun\":%d,\"no_link\":%d,"
 		"\"no_direct\":%d,\"register_ring\":%d,\"iowq_max\":%u,"
-		"\"pool_threads\":%u,\"no_inline\":%d}",
+		"\"pool_threads\":%u,\"no_inline\":%d,\"coro_window\":%zu}",
 		K.size, K.files, K.window, o->entries,
 		!!(o->flags & RL_SQPOLL), !!(o->flags & RL_SINGLE_ISSUER),
 		!!(o->flags & RL_DEFER_TASKRUN),
 		!!(o->flags & RL_COOP_TASKRUN), !!(o->flags & RL_NO_LINK),
 		!!(o->flags & RL_NO_DIRECT), !!(o->flags & RL_REGISTER_RING),
-		o->iowq_max, o->pool_threads, !!(o->flags & RL_NO_INLINE));
+		o->iowq_max, o->pool_threads, !!(o->flags & RL_NO_INLINE),
+		K.coro_window);
 }
 
 static void emit(struct cell *c)
@@ -425,6 +427,7 @@ static void run_backend(const struct backend *b)
 			.expect = expect,
 			.n = K.n,
 			.window = K.window,
+			.coro_window = K.coro_window,
 		};
 
 		if (!listed(K.styles, s->name))
@@ -509,6 +512,8 @@ static void usage(FILE *f)
 "  --iowq-max W       io_uring: cap io-wq workers at W\n"
 "  --pool-threads T   epoll: thread pool size (default CPU count)\n"
 "  --no-inline        epoll: no inline fast path (pool only)\n"
+"  --coro-window W    coro: a start waits while W coroutines wait for I/O\n"
+"                     (default 256; 0 = never wait)\n"
 "  --micro            also measure the coroutine switch round trip\n"
 "  --out DIR          write DIR/<timestamp>.json and .csv (default bench/results)\n"
 "  --no-out           write no result files\n"
@@ -552,7 +557,7 @@ static void parse(int argc, char **argv)
 	enum { O_JSON = 256, O_BACKEND, O_STYLE, O_SCEN, O_RUNS, O_SIZE,
 	       O_FILE, O_FILES, O_WINDOW, O_ENTRIES, O_SQPOLL, O_SINGLE,
 	       O_DEFER, O_COOP, O_NOLINK, O_NODIRECT, O_REGRING, O_IOWQ,
-	       O_POOL, O_NOINLINE, O_MICRO, O_OUT, O_NOOUT };
+	       O_POOL, O_NOINLINE, O_CWINDOW, O_MICRO, O_OUT, O_NOOUT };
 	static const struct option lo[] = {
 		{ "json", no_argument, 0, O_JSON },
 		{ "backend", required_argument, 0, O_BACKEND },
@@ -574,6 +579,7 @@ static void parse(int argc, char **argv)
 		{ "iowq-max", required_argument, 0, O_IOWQ },
 		{ "pool-threads", required_argument, 0, O_POOL },
 		{ "no-inline", no_argument, 0, O_NOINLINE },
+		{ "coro-window", required_argument, 0, O_CWINDOW },
 		{ "micro", no_argument, 0, O_MICRO },
 		{ "out", required_argument, 0, O_OUT },
 		{ "no-out", no_argument, 0, O_NOOUT },
@@ -606,6 +612,11 @@ static void parse(int argc, char **argv)
 		case O_IOWQ: K.opt.iowq_max = (unsigned)num(optarg, "--iowq-max"); break;
 		case O_POOL: K.opt.pool_threads = (unsigned)num(optarg, "--pool-threads"); break;
 		case O_NOINLINE: K.opt.flags |= RL_NO_INLINE; break;
+		case O_CWINDOW:
+			K.coro_window = num(optarg, "--coro-window");
+			if (!K.coro_window)
+				K.coro_window = SIZE_MAX;
+			break;
 		case O_MICRO: K.micro = true; break;
 		case O_OUT: K.out_dir = optarg; break;
 		case O_NOOUT: K.no_out = true; break;
@@ -672,6 +683,7 @@ static void open_outputs(void)
 int main(int argc, char **argv)
 {
 	struct rusage ru;
+	char coro_window[48] = "";
 
 	parse(argc, argv);
 	init_styles();
@@ -679,9 +691,14 @@ int main(int argc, char **argv)
 		return 1;
 	open_outputs();
 
+	if (K.coro_window == SIZE_MAX)
+		snprintf(coro_window, sizeof(coro_window), ", coro-window all");
+	else if (K.coro_window)
+		snprintf(coro_window, sizeof(coro_window), ", coro-window %zu",
+			 K.coro_window);
 	fprintf(K.json ? stderr : stdout,
 		"ringbench: %u reads of a %zu-byte file (%u file%s), %u runs per "
-		"cell, window %u%s%s%s%s%s%s%s%s%s\n",
+		"cell, window %u%s%s%s%s%s%s%s%s%s%s\n",
 		K.n, K.size, K.files, K.files > 1 ? "s" : "", K.runs, K.window,
 		K.opt.flags & RL_SQPOLL ? ", sqpoll" : "",
 		K.opt.flags & RL_SINGLE_ISSUER ? ", single-issuer" : "",
@@ -691,7 +708,7 @@ int main(int argc, char **argv)
 		K.opt.flags & RL_NO_DIRECT ? ", no-direct" : "",
 		K.opt.flags & RL_REGISTER_RING ? ", register-ring" : "",
 		K.opt.flags & RL_NO_INLINE ? ", no-inline" : "",
-		K.opt.iowq_max ? ", iowq-max" : "");
+		K.opt.iowq_max ? ", iowq-max" : "", coro_window);
 
 	if (listed(K.backends, "sync")) {
 		if (listed(K.scenarios, "parallel"))

@@ -5,7 +5,7 @@
 #
 #   scripts/sweep.sh KNOB "V1 V2 ..." [ringbench options...]
 # KNOB is a ringbench option taking a value: window, size, entries,
-# pool-threads, files, iowq-max, n. Example:
+# pool-threads, files, iowq-max, coro-window, n. Example:
 #   scripts/sweep.sh window "1 4 16 64 256 1024" --style callback
 # Output: bench/results/sweep-KNOB-<stamp>.{csv,png,svg}
 set -euo pipefail
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 knob=$1 values=$2
 shift 2
 case "$knob" in
-window|size|entries|pool-threads|files|iowq-max|n) ;;
+window|size|entries|pool-threads|files|iowq-max|coro-window|n) ;;
 *) echo "sweep.sh: cannot sweep '$knob'" >&2; exit 2 ;;
 esac
 [ -x bench/ringbench ] || make --no-print-directory bench-build

@@ -28,6 +28,18 @@
  * comparing the saved and the new control words to skip LDMXCSR/FLDCW was
  * slower (14 ns: the compare reads what STMXCSR just wrote, which cannot
  * be forwarded), and LDMXCSR/FLDCW themselves cost ~0.3 and 0.6 ns.
+ * Re-measured on a Zen 5 (family 26) VM, best of 20 batches of 10^6,
+ * three runs each: this layout 10.9-12.2 ns; STMXCSR/FNSTCW first into
+ * the red zone, before the pushes, 11.2-12.0; VSTMXCSR/VLDMXCSR 11.1-11.6;
+ * the control words above the registers 10.9-11.9; MOVs instead of
+ * PUSH/POP 11.4-12.3; for reference, MXCSR alone 10.2-10.8 and no
+ * floating-point state at all 6.9-7.8. The state costs ~4 ns of the round
+ * trip whatever the order; the 10 ns target is not met with it kept.
+ *
+ * In a loop with thousands of coroutines the switch is dominated by
+ * something else: LDMXCSR waits for its load from the resumed stack and
+ * holds everything after it, so a cold stack line costs the whole miss.
+ * coro.c therefore prefetches a batch of stacks before resuming them.
  *
  * rl__coro_trampoline is where a new context starts (see coro_ctx.c): r12
  * holds the entry function and r13 its argument. Its CFI marks the return
