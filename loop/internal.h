@@ -78,6 +78,7 @@ struct rl_loop {
 	uint64_t timer_seq;
 	rl_timer *cancelled_head, *cancelled_tail;
 
+	rl_close_hook *close_hooks; /* newest first */
 	uint64_t active_reqs; /* submitted, callback not yet run */
 	uint64_t refs;
 	uint64_t now_ns;

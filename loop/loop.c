@@ -323,14 +323,54 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 	return n;
 }
 
+void rl_loop_on_close(rl_loop *loop, rl_close_hook *hook,
+		      int (*fn)(rl_close_hook *hook, rl_loop *loop))
+{
+	hook->fn = fn;
+	hook->next = loop->close_hooks;
+	loop->close_hooks = hook;
+}
+
+void rl_loop_off_close(rl_loop *loop, rl_close_hook *hook)
+{
+	rl_close_hook **pp;
+
+	for (pp = &loop->close_hooks; *pp; pp = &(*pp)->next)
+		if (*pp == hook) {
+			*pp = hook->next;
+			return;
+		}
+}
+
+/* The layers above close first, while the loop still runs for them. */
+static int run_close_hooks(rl_loop *loop)
+{
+	rl_close_hook *hook;
+	int ret;
+
+	while ((hook = loop->close_hooks)) {
+		loop->close_hooks = hook->next;
+		ret = hook->fn(hook, loop);
+		if (ret < 0) {
+			hook->next = loop->close_hooks;
+			loop->close_hooks = hook;
+			return ret;
+		}
+	}
+	return 0;
+}
+
 int rl_loop_close(rl_loop *loop)
 {
-	int guard = 0;
+	int guard = 0, ret;
 
 	if (!loop)
 		return -EINVAL;
 	if (loop->running)
 		return -EBUSY;
+	ret = run_close_hooks(loop);
+	if (ret < 0)
+		return ret;
 	loop->closing = true;
 	loop->running = 1;
 	rl__timers_cancel_all(loop);

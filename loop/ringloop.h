@@ -85,12 +85,32 @@ void rl_options_init(struct rl_options *opt);
 int rl_loop_open(rl_loop **out, const struct rl_options *opt);
 
 /*
- * Cancels every request and timer still in flight, runs their callbacks
- * (with -ECANCELED or their real result), waits for the kernel and worker
- * threads to let go of them, and frees the loop. Must not be called from a
- * callback. Returns 0 or -EBUSY when called from inside rl_run().
+ * Runs the close hooks (below), then cancels every request and timer still
+ * in flight, runs their callbacks (with -ECANCELED or their real result),
+ * waits for the kernel and worker threads to let go of them, and frees the
+ * loop. Must not be called from a callback. Returns 0, or -EBUSY when
+ * called from inside rl_run() or when a hook refused (nothing closed).
  */
 int rl_loop_close(rl_loop *loop);
+
+/*
+ * Close hooks: how a layer built on the loop (the coroutine scheduler)
+ * shuts down with it. rl_loop_close() takes each hook off the loop, newest
+ * first, and calls fn while the loop still works normally (fn may submit,
+ * cancel and call rl_run()). fn returns 0, or -EBUSY when it cannot let go
+ * yet: the hook goes back on the loop and rl_loop_close() returns -EBUSY.
+ * The caller owns the struct, as with requests.
+ */
+typedef struct rl_close_hook rl_close_hook;
+struct rl_close_hook {
+	int (*fn)(rl_close_hook *hook, rl_loop *loop);
+	rl_close_hook *next; /* private */
+};
+
+void rl_loop_on_close(rl_loop *loop, rl_close_hook *hook,
+		      int (*fn)(rl_close_hook *hook, rl_loop *loop));
+/* Takes a hook off before the loop closes; a no-op for one not on it. */
+void rl_loop_off_close(rl_loop *loop, rl_close_hook *hook);
 
 /* "uring" or "epoll": the backend the loop runs on. */
 const char *rl_loop_backend(const rl_loop *loop);

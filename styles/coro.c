@@ -270,8 +270,7 @@ void rl__coro_resume_soon(rl_coro *co, int64_t val)
 	s->resumes_tail = co;
 }
 
-/* Resumes co from a microtask with val (constant stack depth). */
-static void wake_later(rl_coro *co, int64_t val)
+void rl__coro_wake_later(rl_coro *co, int64_t val)
 {
 	co->wake_val = val;
 	co->wait = RL__WAIT_TASK;
@@ -289,7 +288,7 @@ static void coro_finished(rl_coro *co)
 	co->stack = NULL;
 	s->stats.finished++;
 	if (joiner) {
-		wake_later(joiner, co->value);
+		rl__coro_wake_later(joiner, co->value);
 		joiner->wait_obj = NULL;
 		handle_put(co);
 	} else if (co->detached) {
@@ -298,6 +297,16 @@ static void coro_finished(rl_coro *co)
 }
 
 /* ------------------------------------------------------------- scheduler */
+
+/* rl_loop_close() of our loop, before the loop cancels anything. */
+static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
+{
+	rl_coro_sched *s = (rl_coro_sched *)((char *)hook -
+					     offsetof(rl_coro_sched, close_hook));
+
+	(void)loop;
+	return rl_coro_sched_close(s);
+}
 
 int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
 		       const struct rl_coro_sched_options *opt)
@@ -338,6 +347,7 @@ int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
 		return ret;
 	}
 	s->altstack = ret;
+	rl_loop_on_close(loop, &s->close_hook, close_with_loop);
 	*out = s;
 	return 0;
 }
@@ -371,15 +381,17 @@ static void cancel_wait(rl_coro_sched *s, rl_coro *co)
 		target = co->wait_obj;
 		target->joiner = NULL;
 		target->joined = false;
-		wake_later(co, -ECANCELED);
+		rl__coro_wake_later(co, -ECANCELED);
 		break;
 	case RL__WAIT_YIELD:
 		/* Its task is queued: it resumes with -ECANCELED instead. */
 		co->wake_val = -ECANCELED;
 		break;
+	case RL__WAIT_AWAIT:
+		co->wait_cancel(co);
+		break;
 	default:
-		/* Not started yet (it will start and see every call fail),
-		 * or awaiting a promise (see coro.h). */
+		/* Not started yet: it will start and see every call fail. */
 		break;
 	}
 }
@@ -417,6 +429,7 @@ int rl_coro_sched_close(rl_coro_sched *s)
 			return -EBUSY;
 	}
 	s->closing = true;
+	rl_loop_off_close(s->loop, &s->close_hook);
 	while ((slab = s->slabs)) {
 		s->slabs = slab->next;
 		free(slab);
@@ -539,7 +552,7 @@ int rl_coro_yield(void)
 
 	if (!co)
 		return err;
-	wake_later(co, 0);
+	rl__coro_wake_later(co, 0);
 	co->wait = RL__WAIT_YIELD;
 	return (int)rl__coro_suspend(co);
 }

@@ -23,32 +23,33 @@
  *	rl_coro_spawn(sched, &co, reader, "/etc/hostname", NULL);
  *	rl_run(loop, RL_RUN_DEFAULT);
  *	...
- *	rl_coro_sched_close(sched);	// before rl_loop_close()
- *	rl_loop_close(loop);
+ *	rl_loop_close(loop);		// closes the scheduler first
  *
  * A suspending call (everything marked "suspends" below) made outside a
  * coroutine returns -EPERM and does nothing.
  *
- * OWNERSHIP AND CLOSING. The loop has no hook for the layers above it, so
- * the coroutines of a loop belong to a scheduler object the program opens
- * with rl_coro_sched_open() and closes with rl_coro_sched_close() BEFORE
- * rl_loop_close(). Closing the scheduler:
+ * OWNERSHIP AND CLOSING. The coroutines of a loop belong to a scheduler
+ * object the program opens with rl_coro_sched_open(). It closes with
+ * rl_coro_sched_close(), or with the loop: the scheduler puts a close hook
+ * on the loop, so rl_loop_close() closes it first, while the loop still
+ * runs. Closing the scheduler:
  *
  *   - makes every suspending call made from then on fail at once with
  *     -ECANCELED (and rl_coro_spawn too);
  *   - cancels what each suspended coroutine waits for: its request
  *     (rl_cancel) or its sleep timer, so -ECANCELED arrives as the result
  *     of the suspended call; a coroutine waiting in join or yield gets
- *     -ECANCELED too; one spawned but not started yet starts and sees
- *     every call fail;
+ *     -ECANCELED too; an await of a promise is withdrawn (the promise
+ *     layer's unsubscribe) and gets -ECANCELED, unless the promise has
+ *     settled already and its outcome is on its way; one spawned but not
+ *     started yet starts and sees every call fail;
  *   - runs the loop until every coroutine has returned, then frees every
  *     stack (back to the pool), every handle (joined or not) and itself.
  *
- * A coroutine awaiting a promise is the one wait the scheduler cannot
- * withdraw (the promise layer has no unsubscribe): the loop runs until the
- * promise settles. If the loop goes idle while a coroutine still awaits an
- * unsettled promise, rl_coro_sched_close() returns -EBUSY, frees nothing
- * and may be called again after the program settled that promise.
+ * A coroutine that keeps waiting after -ECANCELED cannot: every call
+ * fails at once while closing. Should the loop nevertheless go idle with a
+ * coroutine suspended, rl_coro_sched_close() returns -EBUSY, frees nothing
+ * and may be called again (rl_loop_close() then returns -EBUSY too).
  *
  * HANDLES. rl_coro_spawn() gives a handle (unless out is NULL: detached).
  * The handle stays valid until rl_coro_join() has returned the coroutine's
@@ -140,9 +141,9 @@ int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
 
 /*
  * Cancels, unwinds and frees every coroutine (see the top of this file),
- * then the scheduler. Call it before rl_loop_close(), from outside the
- * loop (not from a callback or a coroutine: -EBUSY). Returns 0, or -EBUSY
- * (nothing freed) while a coroutine awaits a promise nothing settles.
+ * then the scheduler. Call it from outside the loop (not from a callback
+ * or a coroutine: -EBUSY), or let rl_loop_close() call it. Returns 0, or
+ * -EBUSY (nothing freed) when a coroutine stays suspended regardless.
  */
 int rl_coro_sched_close(rl_coro_sched *sched);
 

@@ -115,6 +115,9 @@ struct rl_coro {
 	bool detached;
 	bool joined;		/* someone waits in join */
 	void *wait_obj;
+	/* How to withdraw a wait the scheduler does not know (an await):
+	 * called on closing with the coroutine suspended. */
+	void (*wait_cancel)(rl_coro *co);
 	rl_coro *joiner;
 	rl_coro *next, *prev;	/* the scheduler's alive list; free list */
 	rl_coro *start_next;	/* the scheduler's list of starts due */
@@ -144,6 +147,7 @@ struct rl__coro_slab;
 struct rl_coro_sched {
 	rl_loop *loop;
 	rl_coro_pool *pool;
+	rl_close_hook close_hook; /* rl_loop_close() closes us first */
 	bool own_pool;
 	bool closing;
 	int altstack;		/* 1: we installed this thread's sigaltstack */
@@ -172,6 +176,9 @@ void rl__coro_resume(rl_coro *co, int64_t val);
 /* Suspends the running coroutine co until rl__coro_resume(co, v); returns
  * v. co->wait and co->wait_obj say what it waits for. */
 int64_t rl__coro_suspend(rl_coro *co);
+
+/* Resumes co with val from a microtask (constant stack depth). */
+void rl__coro_wake_later(rl_coro *co, int64_t val);
 
 /* From a request's callback: resumes co with val from a microtask after
  * the loop's current batch of callbacks, together with the other

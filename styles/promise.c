@@ -607,3 +607,23 @@ int rl_promise_subscribe(rl_promise *p, rl_settle_fn fn, void *arg)
 	rl_promise_unref(p);
 	return 0;
 }
+
+int rl_promise_unsubscribe(rl_promise *p, rl_settle_fn fn, void *arg)
+{
+	struct rl__waiter **pp, *w;
+	struct rl__input *in;
+
+	if (!p || p->state != RL_PROMISE_PENDING)
+		return -ENOENT;
+	for (pp = &p->waiters; (w = *pp); pp = &w->next) {
+		if (w->kind != RL__W_SUB)
+			continue;
+		in = rl__input_of(w);
+		if (in->to.fn == fn && in->at.arg == arg) {
+			*pp = w->next;
+			rl__pool_put(&p->ctx->inputs, in);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}

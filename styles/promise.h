@@ -206,6 +206,14 @@ typedef void (*rl_settle_fn)(rl_promise *p, void *arg);
  * reference to p is dropped. */
 int rl_promise_subscribe(rl_promise *p, rl_settle_fn fn, void *arg);
 
+/*
+ * Withdraws the subscription of fn and arg to p while p is still pending:
+ * fn will not run. Returns 0, or -ENOENT when there is no such pending
+ * subscription (p settled already: fn's microtask is queued and fn will
+ * run). p is borrowed, not consumed: the caller must hold a reference.
+ */
+int rl_promise_unsubscribe(rl_promise *p, rl_settle_fn fn, void *arg);
+
 /* ------------------------------------------------------------- combinators */
 
 /*

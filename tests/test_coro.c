@@ -367,9 +367,10 @@ static int64_t await_forever(void *arg)
 	return rl_coro_await(arg, NULL);
 }
 
-/* An await nothing settles keeps the scheduler open (-EBUSY) until the
- * program settles the promise. */
-BACKEND_TEST(coro, close_waits_for_awaited_promise)
+/* An await nothing settles is withdrawn when the scheduler closes: the
+ * coroutine gets -ECANCELED and returns, and the promise is freed with the
+ * last reference, which the await held. */
+BACKEND_TEST(coro, close_withdraws_an_await)
 {
 	rl_loop *loop = tloop(tp);
 	rl_coro_sched *s = tsched(loop);
@@ -379,14 +380,45 @@ BACKEND_TEST(coro, close_waits_for_awaited_promise)
 
 	cr_assert_eq(rl_promise_ctx_open(loop, &ctx), 0);
 	p = rl_promise_new(ctx);
-	cr_assert_eq(rl_coro_spawn(s, &co, await_forever, rl_promise_ref(p), NULL), 0);
+	/* The await takes the only reference: nothing can settle p now. */
+	cr_assert_eq(rl_coro_spawn(s, &co, await_forever, p, NULL), 0);
 	trun(loop);
 	cr_assert_not(rl_coro_done(co));
-	cr_assert_eq(rl_coro_sched_close(s), -EBUSY);
-	cr_assert_eq(rl_promise_reject(p, -EPIPE), 0);
+	cr_assert_eq(rl_promise_ctx_live(ctx), 1, "the await keeps p alive");
+	cr_assert_eq(rl_coro_sched_close(s), 0);
+	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
+	tclose(loop);
+	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
+}
+
+/* A promise that settled before the close still delivers its outcome:
+ * the subscription's microtask is queued already and cannot be withdrawn. */
+static struct rl_value settled_value;
+
+static int64_t await_value(void *arg)
+{
+	return rl_coro_await(arg, &settled_value);
+}
+
+BACKEND_TEST(coro, close_after_settle_delivers_the_value)
+{
+	rl_loop *loop = tloop(tp);
+	rl_coro_sched *s = tsched(loop);
+	rl_promise_ctx *ctx;
+	rl_promise *p;
+
+	cr_assert_eq(rl_promise_ctx_open(loop, &ctx), 0);
+	p = rl_promise_new(ctx);
+	settled_value = (struct rl_value){ 0, NULL };
+	cr_assert_eq(rl_coro_spawn(s, NULL, await_value, rl_promise_ref(p),
+				   NULL), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* it awaits */
+	cr_assert_eq(rl_promise_resolve(p, (struct rl_value){ 7, NULL }), 0);
 	rl_promise_unref(p);
 	cr_assert_eq(rl_coro_sched_close(s), 0);
+	cr_assert_eq(settled_value.i, 7);
 	tclose(loop);
+	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
 	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
 }
 
@@ -690,6 +722,85 @@ BACKEND_TEST(coro, closing_cancels_and_unwinds)
 	cr_assert_eq(c.finished, 4);
 	cr_assert_eq(calls, 1); /* started, and saw the scheduler closing */
 	tclose(loop);
+}
+
+/* rl_loop_close() alone closes the scheduler first (its close hook): every
+ * kind of wait is cancelled, every coroutine returns, nothing leaks. */
+struct by_loop {
+	int fd;		   /* a pipe nobody writes to */
+	rl_promise *never; /* a promise nothing settles */
+	int64_t read_res, sleep_res, await_res, late_res;
+	int finished;
+};
+
+static int64_t bl_reader(void *arg)
+{
+	struct by_loop *b = arg;
+	char c;
+
+	b->read_res = rl_coro_read(b->fd, &c, 1, -1);
+	b->finished++;
+	return 0;
+}
+
+static int64_t bl_sleeper(void *arg)
+{
+	struct by_loop *b = arg;
+
+	b->sleep_res = rl_coro_sleep(60000);
+	b->finished++;
+	return 0;
+}
+
+static int64_t bl_awaiter(void *arg)
+{
+	struct by_loop *b = arg;
+
+	b->await_res = rl_coro_await(b->never, NULL);
+	b->finished++;
+	return 0;
+}
+
+static int64_t bl_late(void *arg)
+{
+	struct by_loop *b = arg;
+
+	b->late_res = rl_coro_sleep(60000);
+	b->finished++;
+	return 0;
+}
+
+BACKEND_TEST(coro, loop_close_closes_the_scheduler)
+{
+	struct by_loop b = { 0 };
+	rl_promise_ctx *ctx;
+	rl_coro_sched *s;
+	rl_loop *loop;
+	int fds[2];
+
+	/* Before tloop(), which counts the fds open at the start. */
+	cr_assert_eq(pipe(fds), 0);
+	b.fd = fds[0];
+	loop = tloop(tp);
+	s = tsched(loop);
+	cr_assert_eq(rl_promise_ctx_open(loop, &ctx), 0);
+	b.never = rl_promise_new(ctx);
+	cr_assert_eq(rl_coro_spawn(s, NULL, bl_reader, &b, NULL), 0);
+	cr_assert_eq(rl_coro_spawn(s, NULL, bl_sleeper, &b, NULL), 0);
+	cr_assert_eq(rl_coro_spawn(s, NULL, bl_awaiter, &b, NULL), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_coro_spawn(s, NULL, bl_late, &b, NULL), 0);
+	cr_assert_eq(b.finished, 0);
+	tclose(loop); /* no rl_coro_sched_close() */
+	cr_assert_eq(b.finished, 4);
+	cr_assert_eq(b.read_res, -ECANCELED);
+	cr_assert_eq(b.sleep_res, -ECANCELED);
+	cr_assert_eq(b.await_res, -ECANCELED);
+	cr_assert_eq(b.late_res, -ECANCELED);
+	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
+	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
+	close(fds[0]);
+	close(fds[1]);
 }
 
 /* sched_close from inside the loop (a callback) would have to wait there. */

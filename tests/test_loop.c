@@ -359,3 +359,67 @@ BACKEND_TEST(loop, second_cancel_of_queued_request)
 	cr_assert_eq(reqs[N - 1].result, -ECANCELED);
 	tclose(loop);
 }
+
+/* Close hooks run newest first, before anything is cancelled, with the
+ * loop still working; one that refuses makes rl_loop_close() return
+ * -EBUSY with nothing closed, and runs again at the next close. */
+static int hook_order[8], hook_n, a_refusals;
+
+static void hook_timer_cb(rl_timer *t, int status)
+{
+	(void)t;
+	cr_assert_eq(status, 0, "a hook's timer must fire normally");
+	hook_order[hook_n++] = 9;
+}
+
+static int hook_a(rl_close_hook *h, rl_loop *loop)
+{
+	(void)h;
+	(void)loop;
+	hook_order[hook_n++] = 1;
+	return a_refusals-- > 0 ? -EBUSY : 0;
+}
+
+static int hook_b(rl_close_hook *h, rl_loop *loop)
+{
+	rl_timer t = { 0 };
+
+	(void)h;
+	hook_order[hook_n++] = 2;
+	/* The loop still runs timers from a hook. */
+	cr_assert_eq(rl_timer_start(loop, &t, 0, 0, hook_timer_cb), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_DEFAULT), 0);
+	return 0;
+}
+
+static int hook_c(rl_close_hook *h, rl_loop *loop)
+{
+	(void)h;
+	(void)loop;
+	hook_order[hook_n++] = 3;
+	return 0;
+}
+
+CORE_TEST(loop, close_hooks)
+{
+	rl_loop *loop = tloop(tp);
+	rl_close_hook a, b, c;
+
+	hook_n = 0;
+	a_refusals = 1;
+	rl_loop_on_close(loop, &a, hook_a);
+	rl_loop_on_close(loop, &b, hook_b);
+	rl_loop_on_close(loop, &c, hook_c);
+	rl_loop_off_close(loop, &c);
+	rl_loop_off_close(loop, &c); /* not on the loop: a no-op */
+	cr_assert_eq(rl_loop_close(loop), -EBUSY);
+	cr_assert_eq(hook_n, 3);
+	cr_assert_eq(hook_order[0], 2);
+	cr_assert_eq(hook_order[1], 9);
+	cr_assert_eq(hook_order[2], 1);
+	/* Still open and working; a refused hook stays on the loop. */
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	tclose(loop);
+	cr_assert_eq(hook_n, 4);
+	cr_assert_eq(hook_order[3], 1);
+}
