@@ -59,7 +59,7 @@ void *rl__pool_get(struct rl__pool *pool)
 {
 	void **rec;
 
-	if (!pool->free && pool_grow(pool) < 0)
+	if (!pool->free && (pool_grow(pool) < 0 || !pool->free))
 		return NULL;
 	rec = pool->free;
 	pool->free = *rec;
@@ -443,7 +443,6 @@ static void run_waiter(rl_task *task)
 		/* Start waiting for src, the adopted promise: p's reference
 		 * passes from this job to src's waiting list (or to the
 		 * reaction queued now), and the job's src reference goes. */
-		p = RL__CONTAINER_OF(w, rl_promise, w);
 		rl__wait(src, w, RL__W_ADOPT);
 		rl_promise_unref(src);
 		return;
