@@ -184,15 +184,28 @@ static int sys_openat2(const char *path, int flags, uint64_t resolve)
 /* ------------------------------------------------------------ pool jobs */
 
 /* These run on a worker. They read the request's arguments and leave the
- * result in priv.res[0]; they touch nothing else the loop owns. */
+ * result in priv.res[0]; they touch nothing else the loop owns. A blocking
+ * call interrupted by the pool's signal (threadpool.h) is retried unless
+ * the job was asked to give up; then it fails with -EINTR, which the loop
+ * reports as -ECANCELED. */
+
+static int open_retrying(const char *path, int flags, mode_t mode)
+{
+	int fd;
+
+	do {
+		fd = openat(AT_FDCWD, path, flags, mode);
+	} while (fd < 0 && errno == EINTR && !rl__pool_job_cancelled());
+	return fd < 0 ? -errno : fd;
+}
 
 static void job_open(rl_req *req)
 {
-	int fd = openat(AT_FDCWD, req->path, req->flags, (mode_t)req->mode);
-
-	req->priv.res[0] = fd < 0 ? -errno : fd;
+	req->priv.res[0] = open_retrying(req->path, req->flags,
+					 (mode_t)req->mode);
 }
 
+/* close() is never retried: on Linux the fd is gone even after EINTR. */
 static void job_close(rl_req *req)
 {
 	req->priv.res[0] = close(req->fd) < 0 ? -errno : 0;
@@ -200,21 +213,25 @@ static void job_close(rl_req *req)
 
 static void job_stat(rl_req *req)
 {
-	int ret = statx(AT_FDCWD, req->path, 0, STATX_BASIC_STATS, req->stx);
+	int ret;
 
+	do {
+		ret = statx(AT_FDCWD, req->path, 0, STATX_BASIC_STATS,
+			    req->stx);
+	} while (ret < 0 && errno == EINTR && !rl__pool_job_cancelled());
 	req->priv.res[0] = ret < 0 ? -errno : 0;
 }
 
 /* read_file is one job: open, fstat, read to the end, close. */
 static void job_read_file(rl_req *req)
 {
-	int fd = open(req->path, O_RDONLY | O_CLOEXEC);
+	int fd = open_retrying(req->path, O_RDONLY | O_CLOEXEC, 0);
 
 	if (fd < 0) {
-		req->priv.res[0] = -errno;
+		req->priv.res[0] = fd;
 		return;
 	}
-	req->priv.res[0] = rl__read_file_sync(req, fd);
+	req->priv.res[0] = rl__read_file_sync(req, fd, rl__pool_job_cancelled);
 	close(fd);
 }
 
@@ -265,7 +282,7 @@ static void job_read(rl_req *req)
 	do {
 		r = read_at(req->fd, (char *)req->buf + got, req->len - got,
 			    off < 0 ? -1 : off + (int64_t)got, 0);
-	} while (r < 0 && errno == EINTR);
+	} while (r < 0 && errno == EINTR && !rl__pool_job_cancelled());
 	if (r < 0)
 		req->priv.res[0] = got ? (int64_t)got : -errno;
 	else
@@ -752,6 +769,11 @@ static int pool_done(rl_loop *loop, struct ep *ep, rl_req *req)
 {
 	int64_t res = req->priv.res[0];
 
+	/* Interrupted because the loop closes (a cancelled request becomes
+	 * -ECANCELED in rl__complete() anyway). */
+	if (res == -EINTR && ep->closing)
+		res = -ECANCELED;
+
 	req->priv.step = EP_NONE;
 	if (res == RES_POLL) {
 		if ((req->priv.state & RL__REQ_CANCEL) || ep->closing) {
@@ -964,6 +986,10 @@ static void cancel(rl_loop *loop, rl_req *req)
 			unwatch(loop, ep, req);
 			rl__complete(loop, req, -ECANCELED);
 		}
+		/* Jobs blocked for good (a FIFO's open, a device's read)
+		 * would keep the close waiting: interrupt them, again on
+		 * every pass of the close, until they have finished. */
+		rl__pool_interrupt(&ep->pool, NULL);
 		return;
 	}
 	switch (req->priv.step) {
@@ -975,8 +1001,12 @@ static void cancel(rl_loop *loop, rl_req *req)
 		rl__fifo_remove(&ep->batch, req);
 		break;
 	case EP_POOL:
-		if (!rl__pool_cancel(&ep->pool, req))
-			return; /* running: its result becomes -ECANCELED */
+		if (!rl__pool_cancel(&ep->pool, req)) {
+			/* Running: its result becomes -ECANCELED; if it
+			 * blocks, the interrupt ends the wait. */
+			rl__pool_interrupt(&ep->pool, req);
+			return;
+		}
 		ep->in_pool--;
 		break;
 	case EP_WATCH:

@@ -40,6 +40,14 @@
  *    table is clamped to the limit.
  *  - DEFER_TASKRUN (6.1) requires SINGLE_ISSUER; the kernel refuses the
  *    combination otherwise with -EINVAL, which rl_loop_open() returns.
+ *  - A FIFO nobody writes to. A plain IORING_OP_OPENAT of it completed at
+ *    once with an fd on 6.18 (the non-blocking first attempt does not wait
+ *    for a writer, unlike open(2)); the linked open of a read_file chain
+ *    goes to an io-wq worker and waits there, and a read or the end-of-file
+ *    probe waits for data. All of them wait forever without a writer, so
+ *    rl_cancel() sends an async cancel for the open, the read and (once
+ *    the read has ended, since the hard link then issues it) the probe;
+ *    closing sends IORING_ASYNC_CANCEL_ANY, and cancels probes the same way.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -458,6 +466,8 @@ static void restart_stepwise(rl_loop *loop, struct uring *u, rl_req *req)
 	push_or_queue(loop, u, req, &u->pending);
 }
 
+static void cancel_sqe(rl_loop *loop, struct uring *u, uint64_t target);
+
 static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 		      unsigned tag, int32_t res)
 {
@@ -474,6 +484,10 @@ static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 		return;
 	case TAG_MAIN:
 		req->priv.res[0] = res;
+		/* The probe runs next (hard link) and, on a FIFO, may wait
+		 * for a writer as the read did: cancel it too. */
+		if ((req->priv.state & RL__REQ_CANCEL) || u->closing)
+			cancel_sqe(loop, u, udata(req, TAG_PROBE));
 		return;
 	case TAG_PROBE:
 		/* Posted only when the probe read nothing (or failed). */
@@ -531,8 +545,11 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 	case STEP_READ:
 		if (tag == TAG_MAIN) {
 			/* The step ends with the probe's CQE, which the
-			 * hard link orders after this one. */
+			 * hard link orders after this one. On a FIFO the
+			 * probe may wait as the read did: cancel it too. */
 			req->priv.res[0] = res;
+			if ((req->priv.state & RL__REQ_CANCEL) || u->closing)
+				cancel_sqe(loop, u, udata(req, TAG_PROBE));
 			return;
 		}
 		ret = absorb(req, (int32_t)req->priv.res[0], res);
@@ -652,6 +669,20 @@ static int wait(rl_loop *loop, int64_t timeout_ns)
 	return ret;
 }
 
+static void cancel_sqe(rl_loop *loop, struct uring *u, uint64_t target)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (!sqe) {
+		flush_sq(loop, u);
+		sqe = io_uring_get_sqe(&u->ring);
+		if (!sqe)
+			return;
+	}
+	io_uring_prep_cancel64(sqe, target, 0);
+	io_uring_sqe_set_data64(sqe, TAG_CANCEL);
+}
+
 static void cancel(rl_loop *loop, rl_req *req)
 {
 	struct uring *u = U(loop);
@@ -686,19 +717,15 @@ static void cancel(rl_loop *loop, rl_req *req)
 		rl__complete(loop, req, -ECANCELED);
 		return;
 	}
-	/* Only a plain read can wait forever (a pipe with no writer); the
-	 * other requests finish soon and report -ECANCELED then. */
-	if (req->op != RL_OP_READ)
-		return;
-	sqe = io_uring_get_sqe(&u->ring);
-	if (!sqe) {
-		flush_sq(loop, u);
-		sqe = io_uring_get_sqe(&u->ring);
-		if (!sqe)
-			return;
-	}
-	io_uring_prep_cancel64(sqe, udata(req, TAG_MAIN), 0);
-	io_uring_sqe_set_data64(sqe, TAG_CANCEL);
+	/* In the kernel: most requests finish soon and report -ECANCELED
+	 * then, but a read of a pipe with no writer, or an open of a FIFO
+	 * (read_file's chain or step, or rl_open) in an io-wq worker, can
+	 * wait forever; an async cancel interrupts those. A chain is
+	 * cancelled at its open: the rest of it fails after it, down to the
+	 * close. A cancel that finds nothing answers -ENOENT, ignored. */
+	if (req->op == RL_OP_READ_FILE)
+		cancel_sqe(loop, u, udata(req, TAG_OPEN));
+	cancel_sqe(loop, u, udata(req, TAG_MAIN));
 }
 
 static void wake(rl_loop *loop)

@@ -212,9 +212,10 @@ int rl__read_file_grow(rl_req *req, size_t want)
  * a regular file that reaches the size fstat gave is the end, as in the
  * synchronous loop (four syscalls in all); a size of 0 (procfs) or a short
  * read before st_size proves nothing, and only a 0 read ends those. A
- * caller's buffer that cannot hold the file gives -EFBIG.
+ * caller's buffer that cannot hold the file gives -EFBIG. A read that
+ * fails with EINTR is retried unless give_up (may be NULL) says so.
  */
-int64_t rl__read_file_sync(rl_req *req, int fd)
+int64_t rl__read_file_sync(rl_req *req, int fd, bool (*give_up)(void))
 {
 	struct iovec iov[2];
 	struct stat st;
@@ -239,7 +240,7 @@ int64_t rl__read_file_sync(rl_req *req, int fd)
 		iov[1].iov_len = 1;
 		do {
 			r = readv(fd, iov, 2);
-		} while (r < 0 && errno == EINTR);
+		} while (r < 0 && errno == EINTR && !(give_up && give_up()));
 		if (r < 0)
 			return -errno;
 		if (r == 0)

@@ -106,7 +106,7 @@ void rl__timers_free(rl_loop *loop);
 bool rl__timers_alive(const rl_loop *loop);
 
 /* fs.c: synchronous helpers both backends share. */
-int64_t rl__read_file_sync(rl_req *req, int fd);
+int64_t rl__read_file_sync(rl_req *req, int fd, bool (*give_up)(void));
 int rl__read_file_grow(rl_req *req, size_t want);
 
 /* The read_file buffer a request starts with (loop-grown mode). */

@@ -141,11 +141,79 @@ static void spin_for_jobs(struct rl__pool *pool)
 	}
 }
 
+static __thread struct rl__worker *self;
+static atomic_bool interrupt_ok;
+static pthread_once_t interrupt_once = PTHREAD_ONCE_INIT;
+
+static void on_interrupt(int sig)
+{
+	(void)sig; /* the point is the EINTR it causes */
+}
+
+static void interrupt_install(void)
+{
+	struct sigaction sa, old;
+
+	if (sigaction(RL__POOL_SIGNAL, NULL, &old) < 0 ||
+	    old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+		return; /* the program's: leave it alone */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_interrupt;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0; /* no SA_RESTART: blocking calls fail with EINTR */
+	if (sigaction(RL__POOL_SIGNAL, &sa, NULL) == 0)
+		atomic_store(&interrupt_ok, true);
+}
+
+bool rl__pool_job_cancelled(void)
+{
+	return self && atomic_load_explicit(&self->give_up,
+					    memory_order_relaxed);
+}
+
+unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
+{
+	unsigned sent = 0;
+
+	if (!atomic_load(&interrupt_ok))
+		return 0;
+	for (unsigned i = 0; i < pool->nthreads; i++) {
+		struct rl__worker *w = &pool->workers[i];
+		rl_req *job = atomic_load(&w->job);
+
+		if (!job || (req && job != req))
+			continue;
+		atomic_store(&w->give_up, true);
+		/* The job may finish meanwhile: the signal then interrupts
+		 * nothing, or the worker's wait for the next job, which
+		 * retries. */
+		if (pthread_kill(w->thread, RL__POOL_SIGNAL) == 0)
+			sent++;
+	}
+	return sent;
+}
+
+static void run_job(struct rl__worker *w, rl_req *req)
+{
+	atomic_store(&w->give_up, false);
+	atomic_store(&w->job, req);
+	req->priv.work(req);
+	atomic_store(&w->job, NULL);
+}
+
 static void *worker(void *arg)
 {
-	struct rl__pool *pool = arg;
+	struct rl__worker *w = arg;
+	struct rl__pool *pool = w->pool;
+	sigset_t only;
 	rl_req *req;
 
+	self = w;
+	/* Started with every signal blocked (see rl__pool_init); only the
+	 * interrupt gets through, and it does nothing but interrupt. */
+	sigemptyset(&only);
+	sigaddset(&only, RL__POOL_SIGNAL);
+	pthread_sigmask(SIG_UNBLOCK, &only, NULL);
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
 		if (rl__fifo_empty(&pool->queue) && !pool->stop &&
@@ -174,7 +242,7 @@ static void *worker(void *arg)
 					  memory_order_seq_cst);
 		pthread_mutex_unlock(&pool->lock);
 
-		req->priv.work(req);
+		run_job(w, req);
 		post_done(pool, req);
 
 		pthread_mutex_lock(&pool->lock);
@@ -191,7 +259,7 @@ static void stop_workers(struct rl__pool *pool, unsigned started)
 	pthread_mutex_unlock(&pool->lock);
 	pthread_cond_broadcast(&pool->cond);
 	for (unsigned i = 0; i < started; i++)
-		pthread_join(pool->threads[i], NULL);
+		pthread_join(pool->workers[i].thread, NULL);
 }
 
 int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
@@ -210,18 +278,19 @@ int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
 	pool->notify = notify;
 	pool->arg = arg;
 	pool->nthreads = nthreads ? nthreads : 1;
-	pool->threads = calloc(pool->nthreads, sizeof(*pool->threads));
-	if (!pool->threads)
+	pool->workers = calloc(pool->nthreads, sizeof(*pool->workers));
+	if (!pool->workers)
 		return -ENOMEM;
+	pthread_once(&interrupt_once, interrupt_install);
 	ret = pthread_mutex_init(&pool->lock, NULL);
 	if (ret) {
-		free(pool->threads);
+		free(pool->workers);
 		return -ret;
 	}
 	ret = pthread_cond_init(&pool->cond, NULL);
 	if (ret) {
 		pthread_mutex_destroy(&pool->lock);
-		free(pool->threads);
+		free(pool->workers);
 		return -ret;
 	}
 	/* Workers start with every signal blocked, so a process-directed
@@ -230,17 +299,22 @@ int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (i = 0; i < pool->nthreads; i++) {
-		ret = pthread_create(&pool->threads[i], NULL, worker, pool);
+		struct rl__worker *w = &pool->workers[i];
+
+		w->pool = pool;
+		atomic_init(&w->job, NULL);
+		atomic_init(&w->give_up, false);
+		ret = pthread_create(&w->thread, NULL, worker, w);
 		if (ret)
 			break;
-		pthread_setname_np(pool->threads[i], "rl-worker");
+		pthread_setname_np(w->thread, "rl-worker");
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
 		stop_workers(pool, i);
 		pthread_cond_destroy(&pool->cond);
 		pthread_mutex_destroy(&pool->lock);
-		free(pool->threads);
+		free(pool->workers);
 		return -ret;
 	}
 	return 0;
@@ -251,8 +325,8 @@ void rl__pool_destroy(struct rl__pool *pool)
 	stop_workers(pool, pool->nthreads);
 	pthread_cond_destroy(&pool->cond);
 	pthread_mutex_destroy(&pool->lock);
-	free(pool->threads);
-	pool->threads = NULL;
+	free(pool->workers);
+	pool->workers = NULL;
 }
 
 unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,

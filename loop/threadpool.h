@@ -15,6 +15,7 @@
 #define RINGLOOP_THREADPOOL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -122,8 +123,37 @@ struct rl__pool {
 	void *arg;
 
 	unsigned nthreads;
-	pthread_t *threads;
+	struct rl__worker *workers;
 };
+
+/*
+ * Interrupting. A job can block for good: open() of a FIFO waits for a
+ * writer, a read of a device that cannot be polled waits for data. Such a
+ * worker could never be joined, and closing the loop would hang. So each
+ * worker runs its jobs with one signal unblocked, RL__POOL_SIGNAL, whose
+ * handler does nothing and is installed without SA_RESTART: the signal
+ * makes the blocking syscall fail with EINTR. The job's own EINTR retries
+ * stop once its worker was asked to give up. A signal sent just before the
+ * worker enters the syscall is lost, so closing sends it again on every
+ * pass until the job has finished. The handler is only installed when the
+ * program left that signal at SIG_DFL; otherwise nothing is interrupted.
+ */
+#define RL__POOL_SIGNAL (SIGRTMIN + 6)
+
+struct rl__worker {
+	struct rl__pool *pool;
+	pthread_t thread;
+	_Atomic(rl_req *) job; /* the job it runs, or NULL */
+	atomic_bool give_up;   /* set before the signal; cleared per job */
+};
+
+/* For a job, on its worker: whether it was asked to give up (stop
+ * retrying after EINTR). */
+bool rl__pool_job_cancelled(void);
+
+/* Interrupts the worker running req, or every busy worker when req is
+ * NULL. Returns how many signals it sent. Loop thread. */
+unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req);
 
 /* The thread count option resolved: 0 means the CPUs this process may use. */
 unsigned rl__pool_size(unsigned asked);

@@ -382,3 +382,79 @@ BACKEND_TEST(reliability, soak_mixed_requests_with_cancels,
 	tclose(loop);
 	free(s);
 }
+
+/*
+ * Requests that would wait forever: read_file and open of a FIFO nobody
+ * opens for writing. The kernel (an io-wq worker) or a pool worker sits
+ * in open() until a writer comes; cancelling, or closing the loop, must
+ * interrupt it instead of waiting for good. alarm() turns a hang into a
+ * failure.
+ */
+static const char *fifo_path(const char *name)
+{
+	const char *path = tpath(name);
+
+	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
+	return path;
+}
+
+/* Long enough for a worker to be inside open(). */
+static void let_workers_block(rl_loop *loop)
+{
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	usleep(50 * 1000);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+}
+
+BACKEND_TEST(reliability, close_with_fifo_opens_blocked)
+{
+	const char *f1 = fifo_path("nowriter1"), *f2 = fifo_path("nowriter2");
+	struct tally t1 = { 0 }, t2 = { 0 };
+	rl_req r1 = { .data = &t1 }, r2 = { .data = &t2 };
+	char buf[16];
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	cr_assert_eq(rl_read_file(loop, &r1, f1, buf, sizeof(buf), 0, tally_cb),
+		     0);
+	cr_assert_eq(rl_open(loop, &r2, f2, O_RDONLY | O_CLOEXEC, 0, tally_cb),
+		     0);
+	let_workers_block(loop);
+	cr_assert_eq(t1.calls, 0, "nobody wrote: still waiting");
+	if (tp->backend == RL_BACKEND_URING) {
+		/* io_uring's openat does not wait for a writer (see the
+		 * quirks at the top of backend_uring.c): the fd is ours. */
+		cr_assert_eq(t2.calls, 1);
+		cr_assert_geq(t2.last, 0, "%s", rl_strerror((int)t2.last));
+		close((int)t2.last);
+	} else {
+		cr_assert_eq(t2.calls, 0, "a worker waits in open()");
+	}
+	tclose(loop);
+	alarm(0);
+	cr_assert_eq(t1.calls, 1);
+	cr_assert_eq(t1.last, -ECANCELED);
+	cr_assert_eq(t2.calls, 1);
+	if (tp->backend != RL_BACKEND_URING)
+		cr_assert_eq(t2.last, -ECANCELED);
+}
+
+BACKEND_TEST(reliability, cancel_fifo_open_blocked)
+{
+	const char *f = fifo_path("nowriter");
+	struct tally t = { 0 };
+	rl_req r = { .data = &t };
+	char buf[16];
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	cr_assert_eq(rl_read_file(loop, &r, f, buf, sizeof(buf), 0, tally_cb),
+		     0);
+	let_workers_block(loop);
+	cr_assert_eq(rl_cancel(loop, &r), 0);
+	trun(loop);
+	alarm(0);
+	cr_assert_eq(t.calls, 1);
+	cr_assert_eq(t.last, -ECANCELED);
+	tclose(loop);
+}
