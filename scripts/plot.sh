@@ -68,7 +68,11 @@ set yrange [0:*]
 set grid ytics
 set xtics nomirror
 bw = 1.0 / ($ncol + 2)
-plot for [i=2:$ncol+1] "$tmp/data" using i:xtic(1) title columnheader(i), \
+# One hue per backend (uring green, epoll blue, epoll-pool red), one shade
+# per style, in the order ringbench runs the cells.
+colours = "#1b5e20 #43a047 #a5d6a7 #0d47a1 #1e88e5 #90caf9 #b71c1c #e53935 #ef9a9a"
+plot for [i=2:$ncol+1] "$tmp/data" using i:xtic(1) title columnheader(i) \
+       lc rgb word(colours, ((i - 2) % 9) + 1), \
      "$tmp/base" using (\$1):2:(0.5 - bw/2) with xerrorbars lc rgb "black" lw 2 dt 2 pt 0 title "sync baseline"
 GP
 done
