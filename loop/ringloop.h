@@ -234,6 +234,9 @@ int rl_open(rl_loop *loop, rl_req *req, const char *path, int flags,
 int rl_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
 	    int64_t offset, rl_cb cb);
 
+/* Closes fd; result 0 or -errno. -ECANCELED (cancelled, or the loop
+ * closed, before the close ran) leaves fd open: it is still the caller's.
+ * Any other result means fd is gone, even -EINTR (Linux closes first). */
 int rl_close(rl_loop *loop, rl_req *req, int fd, rl_cb cb);
 
 /* statx() of path (following symlinks), basic stats, into *stx. */

@@ -354,3 +354,28 @@ BACKEND_TEST(fs, read_file_procfs_past_the_first_page)
 	free(r1.buf);
 	tclose(loop);
 }
+
+/* A close that the loop's own close cancels before it ran leaves the fd
+ * open (-ECANCELED); one that ran reports 0 and the fd is gone. Either
+ * way the result tells the truth about the fd. (Found by the fuzzer.) */
+BACKEND_TEST(fs, close_cancelled_by_loop_close_keeps_the_fd)
+{
+	const char *path = tfile("closing", 12);
+	struct tseen s = { 0 };
+	rl_req req = { .data = &s };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	rl_loop *loop;
+
+	cr_assert_geq(fd, 0);
+	loop = tloop(tp);
+	cr_assert_eq(rl_close(loop, &req, fd, tseen_cb), 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(s.calls, 1);
+	if (s.result == -ECANCELED) {
+		cr_assert_geq(fcntl(fd, F_GETFD), 0, "cancelled, yet closed");
+		close(fd);
+	} else {
+		cr_assert_eq(s.result, 0);
+		cr_assert_eq(fcntl(fd, F_GETFD), -1, "closed, yet open");
+	}
+}

@@ -59,7 +59,10 @@ static void req_cb(rl_req *req)
 			close(F.fds[i]);
 		F.fds[i] = (int)req->result;
 	}
-	if (req->op == RL_OP_CLOSE && req->fd == F.fds[i])
+	/* A close cancelled before it ran (-ECANCELED) left the fd open;
+	 * any other result means it is gone (even EINTR, on Linux). */
+	if (req->op == RL_OP_CLOSE && req->fd == F.fds[i] &&
+	    req->result != -ECANCELED)
 		F.fds[i] = -1;
 	if (req->op == RL_OP_READ_FILE && req->buf != F.bufs[i])
 		free(req->buf); /* grown by the loop */
