@@ -739,8 +739,10 @@ static void submit(rl_loop *loop, rl_req *req)
 	req->priv.bflags = 0;
 	req->priv.res[0] = 0;
 	req->priv.res[1] = 0;
-	if (may_inline(ep, req)) {
-		/* Not now: the next wait() sees the whole burst. */
+	if (ep->inline_ok) {
+		/* Not now: the next wait() sees the whole burst. Requests
+		 * the fast path cannot do (stat) wait in the same queue, so
+		 * that the pool gets a tick's requests in submission order. */
 		req->priv.step = EP_INLINE;
 		rl__fifo_push(&ep->inl, req);
 		ep->ninline++;
