@@ -5,10 +5,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static const struct tp backends[] = {
@@ -196,4 +198,16 @@ int tfd_count(void)
 			n++;
 	closedir(d);
 	return n - 1; /* the directory's own fd */
+}
+
+bool thave_resolve_cached(void)
+{
+	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				.resolve = RESOLVE_CACHED };
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
 }

@@ -11,6 +11,7 @@
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ringloop.h"
@@ -65,6 +66,11 @@ void tcheck(const char *name, const void *buf, size_t len);
 
 /* Number of open fds of this process. */
 int tfd_count(void);
+
+/* Whether openat2() with RESOLVE_CACHED works here, i.e. whether the
+ * epoll backend's inline fast path can open files (not on kernels before
+ * 5.12, nor under Valgrind 3.19, which does not know the syscall). */
+bool thave_resolve_cached(void);
 
 /* A request callback that counts its calls and keeps the last result:
  * req->data points to a struct tseen. */

@@ -588,17 +588,6 @@ Test(pool, close_with_jobs_in_flight_inline)
 
 /* ------------------------------------------------------- the fast path */
 
-static bool have_resolve_cached(void)
-{
-	struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-				.resolve = RESOLVE_CACHED };
-	int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
-
-	if (fd < 0)
-		return false;
-	close(fd);
-	return true;
-}
 
 /* N reads of a cached file, submitted per_tick at a time, each group run
  * by one RL_RUN_NOWAIT pass before the next is submitted. */
@@ -640,7 +629,7 @@ static void fast_path_counters(unsigned flags, int per_tick)
 	if (flags & RL_NO_INLINE) {
 		cr_assert_eq(st.inline_completions, 0);
 		cr_assert_eq(st.pool_jobs, N);
-	} else if (!have_resolve_cached()) {
+	} else if (!thave_resolve_cached()) {
 		/* No openat2 (kernel < 5.6, or valgrind 3.19, which does not
 		 * know the syscall): the loop notices and uses the pool. */
 		cr_assert_eq(st.pool_jobs, N);
