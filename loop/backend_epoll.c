@@ -772,8 +772,9 @@ static int pool_done(rl_loop *loop, struct ep *ep, rl_req *req)
 	int64_t res = req->priv.res[0];
 
 	/* Interrupted because the loop closes (a cancelled request becomes
-	 * -ECANCELED in rl__complete() anyway). */
-	if (res == -EINTR && ep->closing)
+	 * -ECANCELED in rl__complete() anyway). Not a close: Linux has
+	 * closed the fd even when close() says EINTR. */
+	if (res == -EINTR && ep->closing && req->op != RL_OP_CLOSE)
 		res = -ECANCELED;
 
 	req->priv.step = EP_NONE;

@@ -165,7 +165,10 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 			close((int)result);
 			loop->stats.syscalls++;
 		}
-		result = -ECANCELED;
+		/* A close that ran cannot be taken back: -ECANCELED would
+		 * tell the caller the fd is still open (see rl_close()). */
+		if (req->op != RL_OP_CLOSE || result == -ECANCELED)
+			result = -ECANCELED;
 	}
 	req->result = result;
 	req->priv.state |= RL__REQ_DONE;

@@ -236,7 +236,8 @@ int rl_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
 
 /* Closes fd; result 0 or -errno. -ECANCELED (cancelled, or the loop
  * closed, before the close ran) leaves fd open: it is still the caller's.
- * Any other result means fd is gone, even -EINTR (Linux closes first). */
+ * Any other result means fd is gone, even -EINTR (Linux closes first), and
+ * a close cancelled too late to stop it reports its real result. */
 int rl_close(rl_loop *loop, rl_req *req, int fd, rl_cb cb);
 
 /* statx() of path (following symlinks), basic stats, into *stx. */
