@@ -222,6 +222,18 @@ static void job_stat(rl_req *req)
 	req->priv.res[0] = ret < 0 ? -errno : 0;
 }
 
+/* The blocking read to the end of an open file (fs.c). */
+static int64_t read_file_fd(rl_req *req, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	return rl__read_file_fd(req, fd, &st, 0, rl__pool_job_cancelled, NULL);
+}
+
 /* read_file is one job: open, fstat, read to the end, close. */
 static void job_read_file(rl_req *req)
 {
@@ -231,7 +243,7 @@ static void job_read_file(rl_req *req)
 		req->priv.res[0] = fd;
 		return;
 	}
-	req->priv.res[0] = rl__read_file_sync(req, fd, rl__pool_job_cancelled);
+	req->priv.res[0] = read_file_fd(req, fd);
 	close(fd);
 }
 
@@ -509,11 +521,8 @@ static bool inline_open(rl_loop *loop, struct ep *ep, rl_req *req)
 static bool inline_read_file(rl_loop *loop, struct ep *ep, rl_req *req)
 {
 	struct stat st;
-	struct iovec iov[2];
-	size_t got = 0;
-	ssize_t r;
 	int64_t res;
-	int fd, ret;
+	int fd;
 
 	fd = open_cached(loop, ep, req->path,
 			 O_RDONLY | O_CLOEXEC | O_NONBLOCK, true);
@@ -538,53 +547,13 @@ static bool inline_read_file(rl_loop *loop, struct ep *ep, rl_req *req)
 		sys_close(loop, fd);
 		return false;
 	}
-	if ((req->priv.state & RL__REQ_OWNBUF) && st.st_size > 0 &&
-	    (size_t)st.st_size >= req->priv.cap) {
-		ret = rl__read_file_grow(req, (size_t)st.st_size + 1);
-		if (ret < 0) {
-			res = ret;
-			goto out;
-		}
+	res = rl__read_file_fd(req, fd, &st, RWF_NOWAIT, NULL,
+			       &loop->stats.syscalls);
+	if (res == RL__WOULD_BLOCK) {
+		/* Not all cached: a worker reads it again, blocking. */
+		sys_close(loop, fd);
+		return false;
 	}
-	for (;;) {
-		/* The sentinel byte after the buffer tells "full" from "the
-		 * file goes on" in the same call. */
-		iov[0].iov_base = (char *)req->buf + got;
-		iov[0].iov_len = req->priv.cap - got;
-		iov[1].iov_base = &req->priv.sentinel;
-		iov[1].iov_len = 1;
-		r = preadv2(fd, iov, 2, (off_t)got, RWF_NOWAIT);
-		loop->stats.syscalls++;
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EOPNOTSUPP ||
-			    errno == EINTR) {
-				sys_close(loop, fd);
-				return false;
-			}
-			res = -errno;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		if ((size_t)r > req->priv.cap - got) {
-			got = req->priv.cap;
-			ret = rl__read_file_grow(req, got + 1);
-			if (ret < 0) {
-				res = ret;
-				goto out;
-			}
-			((char *)req->buf)[got++] = req->priv.sentinel;
-			continue;
-		}
-		got += (size_t)r;
-		/* Short, and as long as the file: the end. A short read
-		 * before st_size is a partial cache hit: read on (the next
-		 * one says EAGAIN or brings more). A size of 0 (procfs)
-		 * proves nothing, so only a 0 read ends those. */
-		if (st.st_size > 0 && got >= (size_t)st.st_size)
-			break;
-	}
-	res = (int64_t)got;
 out:
 	sys_close(loop, fd);
 	finish_inline(loop, ep, req, res);

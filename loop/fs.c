@@ -205,31 +205,33 @@ int rl__read_file_grow(rl_req *req, size_t want)
 }
 
 /*
- * Reads the file behind fd to end of file into the request's buffer, the
- * way a worker thread does it: fstat for a size hint (grow once to fit),
- * then readv() into the buffer plus a one-byte sentinel, so a full buffer
- * and "the file goes on" are told apart in the same call. A short read of
- * a regular file that reaches the size fstat gave is the end, as in the
- * synchronous loop (four syscalls in all); a size of 0 (procfs) or a short
- * read before st_size proves nothing, and only a 0 read ends those. A
- * caller's buffer that cannot hold the file gives -EFBIG. A read that
- * fails with EINTR is retried unless give_up (may be NULL) says so.
+ * Reads the open file fd (st: what fstat said of it) to end of file into
+ * the request's buffer, for the epoll backend's fast path and its workers
+ * alike. st_size is a hint: the buffer grows once to fit it. Each read goes
+ * into the buffer plus a one-byte sentinel, so a full buffer and "the file
+ * goes on" are told apart in the same call. A short read of a regular file
+ * that reaches st_size is the end, as in the synchronous loop (four
+ * syscalls in all with open, fstat and close); a size of 0 (procfs) or a
+ * short read before st_size (a partial cache hit) proves nothing, and only
+ * a 0 read ends those. A caller's buffer that cannot hold the file gives
+ * -EFBIG.
+ *
+ * rwflags RWF_NOWAIT: anything that would block (EAGAIN, EOPNOTSUPP, EINTR)
+ * returns RL__WOULD_BLOCK, and the caller starts over elsewhere. rwflags 0:
+ * blocking reads, EINTR retried unless give_up (may be NULL) says so.
+ * *reads (may be NULL) counts the read syscalls.
  */
-int64_t rl__read_file_sync(rl_req *req, int fd, bool (*give_up)(void))
+int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
+			 int rwflags, bool (*give_up)(void), uint64_t *reads)
 {
 	struct iovec iov[2];
-	struct stat st;
 	size_t got = 0;
 	ssize_t r;
 	int ret;
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	if ((req->priv.state & RL__REQ_OWNBUF) && st.st_size > 0 &&
-	    (size_t)st.st_size >= req->priv.cap) {
-		ret = rl__read_file_grow(req, (size_t)st.st_size + 1);
+	if ((req->priv.state & RL__REQ_OWNBUF) && st->st_size > 0 &&
+	    (size_t)st->st_size >= req->priv.cap) {
+		ret = rl__read_file_grow(req, (size_t)st->st_size + 1);
 		if (ret < 0)
 			return ret;
 	}
@@ -239,10 +241,18 @@ int64_t rl__read_file_sync(rl_req *req, int fd, bool (*give_up)(void))
 		iov[1].iov_base = &req->priv.sentinel;
 		iov[1].iov_len = 1;
 		do {
-			r = readv(fd, iov, 2);
-		} while (r < 0 && errno == EINTR && !(give_up && give_up()));
-		if (r < 0)
+			/* Offset -1: the file position, which a pipe needs. */
+			r = preadv2(fd, iov, 2, -1, rwflags);
+			if (reads)
+				(*reads)++;
+		} while (r < 0 && errno == EINTR && !rwflags &&
+			 !(give_up && give_up()));
+		if (r < 0) {
+			if (rwflags && (errno == EAGAIN || errno == EOPNOTSUPP ||
+					errno == EINTR))
+				return RL__WOULD_BLOCK;
 			return -errno;
+		}
 		if (r == 0)
 			break;
 		if ((size_t)r > req->priv.cap - got) {
@@ -254,8 +264,8 @@ int64_t rl__read_file_sync(rl_req *req, int fd, bool (*give_up)(void))
 			continue;
 		}
 		got += (size_t)r;
-		if (S_ISREG(st.st_mode) && st.st_size > 0 &&
-		    got >= (size_t)st.st_size)
+		if (S_ISREG(st->st_mode) && st->st_size > 0 &&
+		    got >= (size_t)st->st_size)
 			break;
 	}
 	return (int64_t)got;

@@ -105,8 +105,13 @@ void rl__timers_cancel_all(rl_loop *loop);
 void rl__timers_free(rl_loop *loop);
 bool rl__timers_alive(const rl_loop *loop);
 
-/* fs.c: synchronous helpers both backends share. */
-int64_t rl__read_file_sync(rl_req *req, int fd, bool (*give_up)(void));
+/* fs.c: synchronous helpers the backends share. */
+/* rl__read_file_fd()'s answer when a RWF_NOWAIT read would block. */
+#define RL__WOULD_BLOCK INT64_MIN
+
+struct stat;
+int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
+			 int rwflags, bool (*give_up)(void), uint64_t *reads);
 int rl__read_file_grow(rl_req *req, size_t want);
 
 /* The read_file buffer a request starts with (loop-grown mode). */
