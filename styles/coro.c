@@ -224,50 +224,17 @@ static void start_task(rl_task *task)
 }
 
 /*
- * Completions resume their coroutines in a batch. A request's callback
- * only prefetches the top of the coroutine's stack and puts it on a list,
- * and one microtask, after the loop's whole batch of callbacks, resumes
- * them all. The first thing a switch does is load the saved control words
- * from the new stack, with LDMXCSR, which waits for that load and holds
- * everything after it: on a stack page that went cold while its request
- * was in flight, that one miss was 80% of the switch's time and a sixth
- * of a burst's. Prefetched a batch ahead, the misses overlap instead.
+ * A request's callback, on the loop's stack, switches straight back into
+ * the coroutine that waited for it; when that coroutine has suspended
+ * again or finished, a put-off start may go ahead.
  */
-static void resume_task(rl_task *task)
+void rl__coro_io_done(rl_coro *co, int64_t val)
 {
-	rl_coro_sched *s =
-		(rl_coro_sched *)((char *)task - offsetof(rl_coro_sched, resume_task));
-	rl_coro *co;
+	rl_coro_sched *s = co->sched; /* co may be freed by the resume */
 
-	while ((co = s->resumes)) {
-		s->resumes = co->resume_next;
-		if (!s->resumes)
-			s->resumes_tail = NULL;
-		rl__coro_resume(co, co->wake_val);
-		if (s->starts)
-			start_more(s);
-	}
-}
-
-void rl__coro_resume_soon(rl_coro *co, int64_t val)
-{
-	rl_coro_sched *s = co->sched;
-	const char *sp = co->sp;
-
-	/* The switch frame and the frames above it, which the coroutine
-	 * returns through. */
-	__builtin_prefetch(sp, 1, 3);
-	__builtin_prefetch(sp + 64, 1, 3);
-	__builtin_prefetch(sp + 128, 1, 3);
-	co->wake_val = val;
-	co->resume_next = NULL;
-	if (s->resumes_tail) {
-		s->resumes_tail->resume_next = co;
-	} else {
-		s->resumes = co;
-		rl_task_queue(s->loop, &s->resume_task, resume_task);
-	}
-	s->resumes_tail = co;
+	rl__coro_resume(co, val);
+	if (s->starts)
+		start_more(s);
 }
 
 void rl__coro_wake_later(rl_coro *co, int64_t val)

@@ -121,7 +121,6 @@ struct rl_coro {
 	rl_coro *joiner;
 	rl_coro *next, *prev;	/* the scheduler's alive list; free list */
 	rl_coro *start_next;	/* the scheduler's list of starts due */
-	rl_coro *resume_next;	/* the scheduler's list of resumes due */
 	size_t stack_size;	/* promised at spawn, taken at start */
 	rl_task task;		/* start, yield and wake-ups */
 	uint64_t id;
@@ -154,8 +153,6 @@ struct rl_coro_sched {
 	size_t stack_size;
 	rl_coro *alive;		/* spawned, not finished */
 	rl_coro *starts, *starts_tail; /* to start, in spawn order */
-	rl_coro *resumes, *resumes_tail; /* completed requests' coroutines */
-	rl_task resume_task;	/* queued while resumes is not empty */
 	size_t io_waiting;	/* coroutines suspended on a request */
 	size_t start_window;	/* see rl_coro_sched_options */
 	rl_coro *free;		/* recycled handles */
@@ -180,10 +177,9 @@ int64_t rl__coro_suspend(rl_coro *co);
 /* Resumes co with val from a microtask (constant stack depth). */
 void rl__coro_wake_later(rl_coro *co, int64_t val);
 
-/* From a request's callback: resumes co with val from a microtask after
- * the loop's current batch of callbacks, together with the other
- * coroutines whose requests completed in it (see coro.c). */
-void rl__coro_resume_soon(rl_coro *co, int64_t val);
+/* From a request's callback: resumes co with val, then starts what start
+ * pacing put off, as far as the window allows (see coro.c). */
+void rl__coro_io_done(rl_coro *co, int64_t val);
 
 /* The start of every suspending call: the running coroutine, or NULL with
  * *err set (-EPERM outside a coroutine, -ECANCELED while closing). */

@@ -10,9 +10,11 @@
  * requests into its pending and ready queues and walks them: with
  * thousands of coroutines alive, every stack page is cold by then, and
  * the handles' slabs are dense (see struct rl_coro). The callback, on
- * the loop thread inside rl_run(), hands the coroutine to the scheduler,
- * which resumes it with the result after the loop's current batch of
- * callbacks, with its stack prefetched (rl__coro_resume_soon()).
+ * the loop thread inside rl_run(), switches straight back into the
+ * coroutine with the result (rl__coro_io_done()). Resuming a batch of
+ * completions from one microtask with the stacks prefetched measured no
+ * faster once starts were paced (coroutine / callback 1.05-1.10 against
+ * 1.01-1.06 on io_uring), so the direct switch stays.
  */
 #include <errno.h>
 
@@ -20,7 +22,7 @@
 
 static void req_done(rl_req *req)
 {
-	rl__coro_resume_soon(req->data, req->result);
+	rl__coro_io_done(req->data, req->result);
 }
 
 /* The coroutine's one request, ready for a submitting call. Handles come

@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_coro_pacing.c - coroutine starts paced by the requests in flight
- * (rl_coro_sched_options.start_window), warm stacks handed on, and
- * completions resuming their coroutines in a batch.
+ * (rl_coro_sched_options.start_window), and warm stacks handed on.
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "coro_helpers.h"
@@ -152,70 +149,5 @@ BACKEND_TEST(coro_pacing, close_runs_the_put_off_starts)
 			     (long)st.res[i]);
 	close(fds[0]);
 	close(fds[1]);
-	tclose(loop);
-}
-
-/*
- * Completions in one batch resume their coroutines after the batch's
- * callbacks. A coroutine's read_file and a plain one submitted right after
- * it, in the same tick, complete in the same batch wherever cached reads
- * finish at once (a linked chain in one io_uring_enter, the epoll fast
- * path): the plain callback then runs before the coroutine resumes.
- */
-static struct {
-	rl_loop *loop;
-	const char *path;
-	rl_req req;
-	char buf[16];
-	int cb_calls, resumed, resumed_before_cb;
-	rl_task task;
-} mx;
-
-static void plain_cb(rl_req *req)
-{
-	cr_assert_eq(req->result, 12);
-	mx.resumed_before_cb = mx.resumed;
-	mx.cb_calls++;
-}
-
-/* Runs after the coroutine's start in the same drain of microtasks. */
-static void submit_plain(rl_task *task)
-{
-	(void)task;
-	cr_assert_eq(rl_read_file(mx.loop, &mx.req, mx.path, mx.buf,
-				  sizeof(mx.buf), 0, plain_cb), 0);
-}
-
-static int64_t one_reader(void *arg)
-{
-	char buf[16];
-	int64_t r = rl_coro_read_file(arg, buf, sizeof(buf));
-
-	mx.resumed++;
-	return r;
-}
-
-BACKEND_TEST(coro_pacing, resumes_come_after_the_batch)
-{
-	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
-	bool same_batch = (tp->backend == RL_BACKEND_URING && !tp->flags) ||
-			  (tp->backend == RL_BACKEND_EPOLL &&
-			   !(tp->flags & RL_NO_INLINE) &&
-			   thave_resolve_cached());
-
-	memset(&mx, 0, sizeof(mx));
-	mx.loop = loop;
-	mx.path = tfile("batch", 12);
-	cr_assert_eq(rl_coro_spawn(s, NULL, one_reader, (void *)mx.path, NULL),
-		     0);
-	rl_task_queue(loop, &mx.task, submit_plain);
-	trun(loop);
-	cr_assert_eq(mx.cb_calls, 1);
-	cr_assert_eq(mx.resumed, 1);
-	if (same_batch)
-		cr_assert_eq(mx.resumed_before_cb, 0,
-			     "the coroutine resumed inside the batch");
-	tsched_close(s);
 	tclose(loop);
 }
