@@ -286,7 +286,9 @@ BACKEND_TEST(loop, counters)
 		cr_assert_eq(after.enters - before.enters, 1,
 			     "a small read_file is one io_uring_enter, got %llu",
 			     (unsigned long long)(after.enters - before.enters));
-	if (tp->backend == RL_BACKEND_EPOLL && !(tp->flags & RL_NO_INLINE))
+	/* (Not without openat2: under Valgrind 3.19 the pool does it.) */
+	if (tp->backend == RL_BACKEND_EPOLL && !(tp->flags & RL_NO_INLINE) &&
+	    thave_resolve_cached())
 		cr_assert_geq(after.syscalls - before.syscalls, 3,
 			      "the inline path opens, reads and closes");
 	/* Pool-only: the loop may find the completion while spinning, with
