@@ -15,7 +15,10 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "epoch.h"
 #include "internal.h"
+
+__thread uint64_t rl__loop_epoch __attribute__((tls_model("initial-exec"))) = 1;
 
 uint64_t rl__clock_ns(void)
 {
@@ -302,6 +305,7 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 		return -EBUSY;
 	loop->running = 1;
 	loop->stop = false;
+	rl__loop_epoch++;
 	loop->now_ns = rl__clock_ns();
 	n += run_batch(loop);
 
@@ -323,6 +327,7 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 			break;
 	}
 	loop->running = 0;
+	rl__loop_epoch++;
 	return n;
 }
 
@@ -371,9 +376,12 @@ int rl_loop_close(rl_loop *loop)
 		return -EINVAL;
 	if (loop->running)
 		return -EBUSY;
+	rl__loop_epoch++;
 	ret = run_close_hooks(loop);
-	if (ret < 0)
+	if (ret < 0) {
+		rl__loop_epoch++;
 		return ret;
+	}
 	loop->closing = true;
 	loop->running = 1;
 	rl__timers_cancel_all(loop);
@@ -400,5 +408,6 @@ int rl_loop_close(rl_loop *loop)
 	loop->backend->destroy(loop);
 	rl__timers_free(loop);
 	free(loop);
+	rl__loop_epoch++;
 	return 0;
 }

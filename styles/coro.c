@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "coro_internal.h"
+#include "epoch.h"
 
 #if defined(RL__ASAN)
 #include <sanitizer/common_interface_defs.h>
@@ -114,6 +115,31 @@ static void alive_del(rl_coro_sched *s, rl_coro *co)
 
 static void coro_finished(rl_coro *co);
 
+/*
+ * The resumer's floating-point control words, read once per loop epoch.
+ * Every resume runs in the loop's dispatch (a callback, a task, a timer)
+ * or right after rl_coro_sched_close()'s own rl_run(); the epoch changes
+ * whenever the thread enters or leaves rl_run() or rl_loop_close(), and
+ * within one epoch the callbacks hand the words back unchanged, as the
+ * ABI asks of every function. So the words read at the first resume of an
+ * epoch are the resumer's at every later one, and the switch back restores
+ * exactly them, for one register read per round trip instead of two (the
+ * coroutine's own words are read at every suspend).
+ */
+static __thread struct {
+	uint64_t epoch;
+	uint64_t words;
+} resumer_fp __attribute__((tls_model("initial-exec")));
+
+static inline uint64_t resumer_fpctl(void)
+{
+	if (resumer_fp.epoch != rl__loop_epoch) {
+		resumer_fp.words = rl__coro_fpctl();
+		resumer_fp.epoch = rl__loop_epoch;
+	}
+	return resumer_fp.words;
+}
+
 void rl__coro_resume(rl_coro *co, int64_t val)
 {
 	rl_coro *prev = rl__coro_current;
@@ -126,7 +152,8 @@ void rl__coro_resume(rl_coro *co, int64_t val)
 	co->wait_obj = NULL;
 	rl__coro_current = co;
 	ASAN_START(&fake, co->stack->lo, (size_t)(co->stack->hi - co->stack->lo));
-	rl__coro_switch(&co->caller_sp, co->sp, (void *)(intptr_t)val);
+	rl__coro_switch_known(&co->caller_sp, co->sp, (void *)(intptr_t)val,
+			      resumer_fpctl());
 	ASAN_FINISH(fake, NULL, NULL);
 	rl__coro_current = prev;
 	if (co->state == RL__CORO_DONE)

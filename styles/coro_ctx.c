@@ -24,16 +24,11 @@ void *rl__coro_ctx_init(void *stack_top, void (*entry)(void *), void *arg)
 	 * aligned so the trampoline's call enters entry() as the ABI wants
 	 * (rsp + 8 aligned); 16 bytes above the frame stay zero. */
 	uint64_t *sp = (uint64_t *)((uintptr_t)stack_top & ~(uintptr_t)15) - 2 - 8;
-	uint32_t mxcsr;
-	uint16_t fpucw;
 
 	memset(sp, 0, 10 * sizeof(*sp));
 	/* The new context starts with the creator's rounding modes and
 	 * exception masks, as a called function would. */
-	__asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
-	__asm__ volatile("fnstcw %0" : "=m"(fpucw));
-	memcpy((char *)sp, &mxcsr, 4);
-	memcpy((char *)sp + 4, &fpucw, 2);
+	sp[0] = rl__coro_fpctl();
 	sp[3] = (uint64_t)(uintptr_t)arg;   /* r13 */
 	sp[4] = (uint64_t)(uintptr_t)entry; /* r12 */
 	sp[6] = 0;			    /* rbp: the end of the frame chain */

@@ -36,6 +36,35 @@
 void *rl__coro_switch(void **save_sp, void *to_sp, void *val);
 
 /*
+ * rl__coro_switch() for a running context whose floating-point control
+ * words are known to be fpctl, as rl__coro_fpctl() returns them: it stores
+ * fpctl in the frame instead of reading the control registers, which is
+ * the costliest part of a switch on x86-64 (see the .S). The resumer uses
+ * it (coro.c), with words it read once per loop epoch; a coroutine's own
+ * words are read at every switch, since its code may change them at any
+ * time. On AArch64 it is rl__coro_switch itself and fpctl is ignored.
+ */
+void *rl__coro_switch_known(void **save_sp, void *to_sp, void *val,
+			    uint64_t fpctl);
+
+/* The running context's floating-point control words, in the layout of
+ * the switch frame: MXCSR in the low 32 bits, the x87 control word in the
+ * next 16. 0 where the switch keeps none (AArch64). */
+static inline uint64_t rl__coro_fpctl(void)
+{
+#if defined(__x86_64__)
+	uint32_t mxcsr;
+	uint16_t fpucw;
+
+	__asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+	__asm__ volatile("fnstcw %0" : "=m"(fpucw));
+	return mxcsr | (uint64_t)fpucw << 32;
+#else
+	return 0;
+#endif
+}
+
+/*
  * Lays out a first frame at the top of a fresh stack (stack_top, 16-byte
  * aligned) so that the first switch to the returned stack pointer calls
  * entry(arg) on that stack. entry must never return: it ends by switching

@@ -104,6 +104,14 @@ rl__coro_switch:
 	.cfi_endproc
 	.size	rl__coro_switch, .-rl__coro_switch
 
+	/* No floating-point control state is switched here (FPCR is not in
+	 * the frame), so the variant that is told the running context's
+	 * control words is the switch itself, and ignores them. */
+	.globl	rl__coro_switch_known
+	.hidden	rl__coro_switch_known
+	.type	rl__coro_switch_known, %function
+	.set	rl__coro_switch_known, rl__coro_switch
+
 	.globl	rl__coro_trampoline
 	.hidden	rl__coro_trampoline
 	.type	rl__coro_trampoline, %function

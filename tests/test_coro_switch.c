@@ -50,6 +50,27 @@ __asm__(
 	"	popq %rbx\n popq %rbp\n"
 	"	ret\n"
 	"	.p2align 4\n"
+	/* The same through rl__coro_switch_known: rcx, its fpctl, is the
+	 * fourth argument of regs_switch_known as well. */
+	"regs_switch_known:\n"
+	"	pushq %rbp\n pushq %rbx\n pushq %r12\n pushq %r13\n"
+	"	pushq %r14\n pushq %r15\n pushq %rdx\n"
+	"	movabsq $0x1111111111111111, %rbx\n"
+	"	movabsq $0x2222222222222222, %rbp\n"
+	"	movabsq $0x3333333333333333, %r12\n"
+	"	movabsq $0x4444444444444444, %r13\n"
+	"	movabsq $0x5555555555555555, %r14\n"
+	"	movabsq $0x6666666666666666, %r15\n"
+	"	xorl %edx, %edx\n"
+	"	call rl__coro_switch_known\n"
+	"	popq %rdx\n"
+	"	movq %rbx, 0(%rdx)\n movq %rbp, 8(%rdx)\n"
+	"	movq %r12, 16(%rdx)\n movq %r13, 24(%rdx)\n"
+	"	movq %r14, 32(%rdx)\n movq %r15, 40(%rdx)\n"
+	"	popq %r15\n popq %r14\n popq %r13\n popq %r12\n"
+	"	popq %rbx\n popq %rbp\n"
+	"	ret\n"
+	"	.p2align 4\n"
 	"clobber_switch:\n"
 	"	pushq %rbp\n pushq %rbx\n pushq %r12\n pushq %r13\n"
 	"	pushq %r14\n pushq %r15\n subq $8, %rsp\n"
@@ -63,6 +84,7 @@ __asm__(
 	"	ret\n");
 
 void regs_switch(void **save, void *to, uint64_t out[6]);
+void regs_switch_known(void **save, void *to, uint64_t out[6], uint64_t fpctl);
 void clobber_switch(void **save, void *to);
 
 static void clobber_entry(void *arg)
@@ -94,8 +116,13 @@ Test(coro_switch, callee_saved_registers_survive)
 
 	co_sp = new_context(clobber_entry, NULL);
 	for (int round = 0; round < 1000; round++) {
+		/* Odd rounds go in the way the scheduler resumes. */
 		memset(got, 0, sizeof(got));
-		regs_switch(&main_sp, co_sp, got);
+		if (round & 1)
+			regs_switch_known(&main_sp, co_sp, got,
+					  rl__coro_fpctl());
+		else
+			regs_switch(&main_sp, co_sp, got);
 		for (int i = 0; i < 6; i++)
 			cr_assert_eq(got[i], want[i], "round %d reg %d: %#llx",
 				     round, i, (unsigned long long)got[i]);
@@ -210,6 +237,44 @@ Test(coro_switch, floating_point_control_state_is_per_context)
 	zero = a / b;
 	if (!getenv("RL_VALGRIND"))
 		cr_assert(up > zero);
+	fesetround(old);
+	free(stack);
+}
+
+/* The scheduler's way in: the resumer's control words are the ones it is
+ * told, not read, and the coroutine still keeps its own. */
+Test(coro_switch, switch_known_restores_the_words_it_was_given)
+{
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(16, size);
+	int old = fegetround();
+	uint64_t down, up;
+
+	fesetround(FE_DOWNWARD);
+	down = rl__coro_fpctl();
+	fesetround(FE_UPWARD);
+	up = rl__coro_fpctl();
+	co_sp = rl__coro_ctx_init((char *)stack + size, fp_entry, NULL);
+	co_round_bad = 0;
+	for (int i = 0; i < 1000; i++) {
+		rl__coro_switch_known(&main_sp, co_sp, NULL, up);
+		cr_assert_eq(fegetround(), FE_UPWARD, "trip %d", i);
+	}
+	cr_assert_eq(co_round_seen, FE_UPWARD);
+	cr_assert_eq(co_round_bad, 0);
+#if defined(__x86_64__)
+	/* Told "down" while running "up": the words come back as told. */
+	cr_assert_neq(down, up);
+	rl__coro_switch_known(&main_sp, co_sp, NULL, down);
+	cr_assert_eq(fegetround(), FE_DOWNWARD);
+	cr_assert_eq(x87_rounding(), 1); /* RC 1 = down */
+	cr_assert_eq(sse_rounding(), 1);
+	cr_assert_eq(co_round_bad, 0);
+#else
+	/* AArch64 switches no control state: the words are ignored. */
+	cr_assert_eq(down, 0);
+	cr_assert_eq(up, 0);
+#endif
 	fesetround(old);
 	free(stack);
 }
