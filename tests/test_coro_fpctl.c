@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fenv.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "coro_helpers.h"
 
@@ -151,6 +152,9 @@ BACKEND_TEST(coro_fpctl, each_side_keeps_its_own_state)
 	struct fp_cb cb = { .loop = loop, .path = path };
 	int old = fegetround();
 
+	/* Valgrind keeps no x87 precision: after FLDCW of single precision
+	 * (0x007f), FNSTCW still reads 0x037f (extended) there. */
+	co[0].single = !getenv("RL_VALGRIND");
 	fesetround(FE_DOWNWARD);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rl_coro_spawn(s, NULL, fp_worker, &co[i], NULL), 0);
