@@ -7,6 +7,8 @@
  * These drive rl__coro_switch() directly, without a loop.
  */
 #include <execinfo.h>
+#include <signal.h>
+#include <ucontext.h>
 #include <fenv.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -313,3 +315,118 @@ Test(coro_switch, unwinder_stops_at_the_trampoline)
 	cr_assert_leq(bt_frames, 6, "frames: %d", bt_frames);
 	free(stack);
 }
+
+#if defined(__x86_64__)
+/*
+ * The CFI at every instruction. The switch runs with the trap flag set, so
+ * SIGTRAP arrives after each of its instructions, and the handler unwinds
+ * from there with libgcc (as gdb would): the frame above the switch must be
+ * the call that entered a switch on the stack rsp describes, this side's
+ * before the stack pointer moves and the other side's after. One wrong CFI
+ * rule sends the unwinder into garbage at that instruction.
+ *
+ * step_in(save, to, val, fpctl) and step_out(save, to, val) set the trap
+ * flag and call rl__coro_switch_known and rl__coro_switch; their return
+ * labels are what the unwinder must find.
+ */
+__asm__(
+	"	.text\n"
+	"	.p2align 4\n"
+	"step_in:\n"
+	"	pushfq\n orq $0x100, (%rsp)\n popfq\n"
+	"	call rl__coro_switch_known\n"
+	"step_in_ret:\n"
+	"	ret\n"
+	"	.p2align 4\n"
+	"step_out:\n"
+	"	pushfq\n orq $0x100, (%rsp)\n popfq\n"
+	"	call rl__coro_switch\n"
+	"step_out_ret:\n"
+	"	ret\n");
+
+void *step_in(void **save, void *to, void *val, uint64_t fpctl);
+void *step_out(void **save, void *to, void *val);
+extern char step_in_ret[], step_out_ret[];
+/* The .S puts both switches first, then the trampoline. */
+extern char rl__coro_trampoline[];
+
+#define EFLAGS_TF 0x100
+
+static struct {
+	bool check;	     /* off while the new context starts */
+	int steps, bad;
+	uintptr_t bad_off;   /* where the first bad one was, from the start */
+	uintptr_t pcs[128];  /* distinct instructions seen */
+	int npcs;
+} step;
+
+static void on_step(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	char *pc = (char *)uc->uc_mcontext.gregs[REG_RIP];
+	void *frames[32];
+	int n, k;
+
+	(void)sig;
+	(void)si;
+	if (pc < (char *)rl__coro_switch || pc >= rl__coro_trampoline) {
+		/* Landed in the other context: stop stepping. */
+		uc->uc_mcontext.gregs[REG_EFL] &= ~EFLAGS_TF;
+		return;
+	}
+	if (!step.check)
+		return;
+	step.steps++;
+	for (k = 0; k < step.npcs && step.pcs[k] != (uintptr_t)pc; k++)
+		;
+	if (k == step.npcs && step.npcs < 128)
+		step.pcs[step.npcs++] = (uintptr_t)pc;
+	n = backtrace(frames, 32);
+	for (k = 0; k < n && frames[k] != pc; k++)
+		;
+	if (k + 1 >= n || (frames[k + 1] != step_in_ret &&
+			   frames[k + 1] != step_out_ret)) {
+		if (!step.bad++)
+			step.bad_off = (uintptr_t)(pc - (char *)rl__coro_switch);
+	}
+}
+
+static void step_entry(void *arg)
+{
+	(void)arg;
+	for (;;)
+		step_out(&co_sp, main_sp, NULL);
+}
+
+Test(coro_switch, unwinder_follows_every_instruction)
+{
+	size_t size = 64 * 1024;
+	void *stack = aligned_alloc(16, size);
+	struct sigaction sa = { .sa_sigaction = on_step,
+				.sa_flags = SA_SIGINFO }, old;
+	void *frames[4];
+	uint64_t fpctl = rl__coro_fpctl();
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not single-step (no trap flag)");
+	backtrace(frames, 4); /* loads libgcc_s outside the handler */
+	cr_assert_eq(sigaction(SIGTRAP, &sa, &old), 0);
+	memset(&step, 0, sizeof(step));
+	co_sp = rl__coro_ctx_init((char *)stack + size, step_entry, NULL);
+	/* The first trip enters at the trampoline, not at a return label. */
+	step_in(&main_sp, co_sp, NULL, fpctl);
+	step.check = true;
+	for (int i = 0; i < 10; i++)
+		step_in(&main_sp, co_sp, NULL, fpctl);
+	cr_assert_eq(sigaction(SIGTRAP, &old, NULL), 0);
+	cr_assert_eq(step.bad, 0, "%d of %d steps unwound wrong, first at "
+		     "rl__coro_switch+%lu", step.bad, step.steps,
+		     (unsigned long)step.bad_off);
+	/* Every instruction of both switches, each round: 23 + 21 of them
+	 * today; a trap flag that did not take would show 0. */
+	cr_assert_eq(step.steps % 10, 0, "steps %d", step.steps);
+	cr_assert_eq(step.npcs, step.steps / 10, "pcs %d", step.npcs);
+	cr_assert_geq(step.npcs, 40, "pcs %d", step.npcs);
+	free(stack);
+}
+#endif /* __x86_64__ */
