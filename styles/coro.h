@@ -67,6 +67,18 @@
  * can jump over it: keep big buffers off coroutine stacks, or ask for a
  * bigger guard.
  *
+ * FLOATING-POINT CONTROL STATE. On x86-64 each coroutine has its own
+ * MXCSR control bits and x87 control word (rounding modes, exception
+ * masks, x87 precision): it starts with those of the loop thread and keeps
+ * whatever it sets across every suspension. The loop thread gets back the
+ * state rl_run() or rl_loop_close() was called with. A callback that
+ * changes it must restore it before returning, as the ABI asks of every
+ * function; a change that outlives the callback is undone at the next
+ * coroutine switch. (The resumer's state is read once per call of
+ * rl_run(), not at every switch, which saves about 2 ns of an 11 ns round
+ * trip.) AArch64 switches no control state: FPCR is the thread's, shared
+ * by all.
+ *
  * Everything here must be called on the loop thread.
  */
 #ifndef RL_CORO_H
