@@ -121,10 +121,13 @@ static void coro_finished(rl_coro *co);
  * or right after rl_coro_sched_close()'s own rl_run(); the epoch changes
  * whenever the thread enters or leaves rl_run() or rl_loop_close(), and
  * within one epoch the callbacks hand the words back unchanged, as the
- * ABI asks of every function. So the words read at the first resume of an
- * epoch are the resumer's at every later one, and the switch back restores
- * exactly them, for one register read per round trip instead of two (the
- * coroutine's own words are read at every suspend).
+ * ABI asks of every function. So the control bits read at the first resume
+ * of an epoch are the resumer's at every later one, and the switch back
+ * restores exactly them, for one register read per round trip instead of
+ * two (the coroutine's own words are read at every suspend). MXCSR's
+ * exception flags come along as they were at that first resume: flags
+ * raised by callbacks since then are lost at the switch back, which the
+ * ABI allows (they are not callee-saved) and coro.h documents.
  */
 static __thread struct {
 	uint64_t epoch;

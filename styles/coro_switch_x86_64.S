@@ -19,7 +19,8 @@
  * rl__coro_switch_known is told them (fpctl: MXCSR in the low 32 bits, the
  * x87 word in the next 16) and pushes that instead. Only the resumer uses
  * it, with words read once per loop epoch (coro.c explains why that is
- * exact); a coroutine's words are read at every suspend.
+ * exact for the control bits, and coro.h what it means for MXCSR's
+ * exception flags); a coroutine's words are read at every suspend.
  *
  * Every context's frame has this layout, so a single set of CFI rules
  * ("CFA = rsp + k, register r saved at CFA - n") describes whichever stack

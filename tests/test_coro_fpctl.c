@@ -266,3 +266,173 @@ CORE_TEST(coro_fpctl, close_gives_the_caller_its_mode_back)
 	cr_assert(mode_is(FE_DOWNWARD), "close came back in another mode");
 	fesetround(old);
 }
+
+/* ------------------------------------------------------ nested loops */
+
+struct fp_nest {
+	rl_loop *b;
+	rl_timer t;
+	bool cb_ran;
+	int before, after;     /* loop A's coroutine, around the callback */
+	int b_resumes, bad;
+};
+
+static void nest_cb(rl_timer *t, int status);
+
+static int64_t nest_a(void *arg)
+{
+	struct fp_nest *n = arg;
+
+	fesetround(FE_TOWARDZERO);
+	while (!n->cb_ran || n->after < 3) {
+		if (rl_coro_sleep(0) != 0)
+			n->bad++;
+		n->bad += !mode_is(FE_TOWARDZERO);
+		if (n->cb_ran)
+			n->after++;
+		else if (++n->before == 2)
+			/* The callback runs after switches of this epoch. */
+			cr_assert_eq(rl_timer_start(rl_coro_loop(), &n->t, 0, 0,
+						    nest_cb), 0);
+	}
+	return 0;
+}
+
+static int64_t nest_b(void *arg)
+{
+	struct fp_nest *n = arg;
+
+	fesetround(FE_DOWNWARD);
+	for (int i = 0; i < 3; i++) {
+		if (rl_coro_sleep(0) != 0)
+			n->bad++;
+		n->bad += !mode_is(FE_DOWNWARD);
+		n->b_resumes++;
+	}
+	return 0;
+}
+
+/* Loop A's callback changes the mode for its own duration and runs loop B
+ * inside, which switches in and out of B's coroutine. */
+static void nest_cb(rl_timer *t, int status)
+{
+	struct fp_nest *n = t->data;
+
+	cr_assert_eq(status, 0);
+	fesetround(FE_UPWARD);
+	cr_assert_geq(rl_run(n->b, RL_RUN_DEFAULT), 0);
+	/* rl_run(B) gave the callback its own mode back... */
+	cr_assert(mode_is(FE_UPWARD), "rl_run(B) came back in another mode");
+	fesetround(FE_TONEAREST); /* ...and the callback hands A's back */
+	n->cb_ran = true;
+}
+
+/* Each rl_run() gives its caller its own mode, nested or not: the epoch
+ * changes on the way into rl_run(B), or B's switches would restore A's
+ * mode into the callback, and on the way out, or A's later switches would
+ * restore the callback's. */
+CORE_TEST(coro_fpctl, nested_runs_keep_each_callers_mode)
+{
+	rl_loop *a = tloop(tp), *b = tloop(tp);
+	rl_coro_sched *sa = tsched(a), *sb = tsched(b);
+	struct fp_nest n = { .b = b };
+	int old = fegetround();
+
+	n.t.data = &n;
+	fesetround(FE_TONEAREST);
+	cr_assert_eq(rl_coro_spawn(sa, NULL, nest_a, &n, NULL), 0);
+	cr_assert_eq(rl_coro_spawn(sb, NULL, nest_b, &n, NULL), 0);
+	trun(a);
+	cr_assert(mode_is(FE_TONEAREST), "rl_run(A) came back in another mode");
+	cr_assert(n.cb_ran);
+	cr_assert_eq(n.before, 2);
+	cr_assert_eq(n.after, 3);
+	cr_assert_eq(n.b_resumes, 3);
+	cr_assert_eq(n.bad, 0, "a coroutine lost its mode");
+	fesetround(old);
+	tsched_close(sb);
+	tsched_close(sa);
+	cr_assert_eq(rl_loop_close(b), 0);
+	tclose(a); /* checks the fds of both */
+}
+
+/* --------------------------------------------------- exception flags */
+
+#if defined(__x86_64__)
+/* MXCSR's exception flags alone: fetestexcept() would also see the x87
+ * status word, which is the thread's and not switched. */
+#define SSE_IE 0x01u /* invalid */
+#define SSE_ZE 0x04u /* divide by zero */
+#define SSE_OE 0x08u /* overflow */
+#define SSE_PE 0x20u /* inexact */
+
+static unsigned sse_flags(void)
+{
+	uint32_t mx;
+
+	__asm__ volatile("stmxcsr %0" : "=m"(mx));
+	return mx & 0x3fu;
+}
+
+static void sse_clear_flags(void)
+{
+	uint32_t mx;
+
+	__asm__ volatile("stmxcsr %0" : "=m"(mx));
+	mx &= ~0x3fu;
+	__asm__ volatile("ldmxcsr %0" : : "m"(mx));
+}
+
+struct fp_flags {
+	unsigned raise; /* this coroutine's own flag */
+	int checks, bad;
+};
+
+static int64_t flagger(void *arg)
+{
+	struct fp_flags *f = arg;
+	volatile double one = 1.0, zero = 0.0, r;
+
+	sse_clear_flags();
+	r = f->raise == SSE_ZE ? one / zero : zero / zero;
+	(void)r;
+	for (int i = 0; i < 10; i++) {
+		if (rl_coro_sleep(0) != 0 || rl_coro_yield() != 0)
+			f->bad++;
+		/* Its own flag, and nothing the others raised. */
+		f->bad += sse_flags() != f->raise;
+		f->checks++;
+	}
+	return 0;
+}
+
+/* Each coroutine has its own SSE exception flags, and the flags the caller
+ * of rl_run() had set survive the coroutines' switches (coro.h says what
+ * happens to flags raised by callbacks: they may not). */
+CORE_TEST(coro_fpctl, exception_flags_are_per_context)
+{
+	rl_loop *loop = tloop(tp);
+	rl_coro_sched *s = tsched(loop);
+	struct fp_flags f[2] = { { .raise = SSE_ZE }, { .raise = SSE_IE } };
+	volatile double big = 1e308, r;
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not track the SSE exception flags");
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(rl_coro_spawn(s, NULL, flagger, &f[i], NULL), 0);
+	sse_clear_flags();
+	r = big * 10.0; /* overflow and inexact: the caller's flags */
+	(void)r;
+	cr_assert_eq(sse_flags(), SSE_OE | SSE_PE);
+	trun(loop);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(f[i].checks, 10);
+		cr_assert_eq(f[i].bad, 0, "coroutine %d saw other flags", i);
+	}
+	cr_assert_eq(sse_flags(), SSE_OE | SSE_PE,
+		     "the caller's flags changed: %#x", sse_flags());
+	sse_clear_flags();
+	tsched_close(s);
+	tclose(loop);
+}
+#endif /* __x86_64__ */

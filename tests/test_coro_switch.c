@@ -7,6 +7,8 @@
  * These drive rl__coro_switch() directly, without a loop.
  */
 #include <execinfo.h>
+#include <stdio.h>
+#include <unwind.h>
 #include <signal.h>
 #include <ucontext.h>
 #include <fenv.h>
@@ -306,29 +308,54 @@ Test(coro_switch, unwinder_stops_at_the_trampoline)
 /*
  * The CFI at every instruction. The switch runs with the trap flag set, so
  * SIGTRAP arrives after each of its instructions, and the handler unwinds
- * from there with libgcc (as gdb would): the frame above the switch must be
- * the call that entered a switch on the stack rsp describes, this side's
- * before the stack pointer moves and the other side's after. One wrong CFI
- * rule sends the unwinder into garbage at that instruction.
+ * from there with libgcc, as gdb would. One frame above the switch it must
+ * find the call that entered a switch on the stack rsp describes - this
+ * side's before the stack pointer moves, the other side's after - with
+ * that side's rbx, rbp and r12-r15 as they were at the call. A wrong or
+ * missing CFI rule shows there, at the instruction it is wrong for.
  *
- * step_in(save, to, val, fpctl) and step_out(save, to, val) set the trap
- * flag and call rl__coro_switch_known and rl__coro_switch; their return
- * labels are what the unwinder must find.
+ * step_in(save, to, val, fpctl) loads side A's register pattern, sets the
+ * trap flag and calls rl__coro_switch_known; step_out(save, to, val) does
+ * the same with side B's pattern and rl__coro_switch. Both keep their
+ * caller's registers and describe themselves with CFI.
  */
 __asm__(
-	"	.text\n"
+	"	.macro STEP name, target, pattern\n"
 	"	.p2align 4\n"
-	"step_in:\n"
-	"	pushfq\n orq $0x100, (%rsp)\n popfq\n"
-	"	call rl__coro_switch_known\n"
-	"step_in_ret:\n"
+	"\\name:\n"
+	"	.cfi_startproc\n"
+	"	pushq %rbp\n .cfi_adjust_cfa_offset 8\n .cfi_rel_offset %rbp, 0\n"
+	"	pushq %rbx\n .cfi_adjust_cfa_offset 8\n .cfi_rel_offset %rbx, 0\n"
+	"	pushq %r12\n .cfi_adjust_cfa_offset 8\n .cfi_rel_offset %r12, 0\n"
+	"	pushq %r13\n .cfi_adjust_cfa_offset 8\n .cfi_rel_offset %r13, 0\n"
+	"	pushq %r14\n .cfi_adjust_cfa_offset 8\n .cfi_rel_offset %r14, 0\n"
+	"	pushq %r15\n .cfi_adjust_cfa_offset 8\n .cfi_rel_offset %r15, 0\n"
+	"	movabsq $\\pattern + 0, %rbx\n"
+	"	movabsq $\\pattern + 1, %rbp\n"
+	"	movabsq $\\pattern + 2, %r12\n"
+	"	movabsq $\\pattern + 3, %r13\n"
+	"	movabsq $\\pattern + 4, %r14\n"
+	"	movabsq $\\pattern + 5, %r15\n"
+	"	pushfq\n .cfi_adjust_cfa_offset 8\n"
+	"	orq $0x100, (%rsp)\n"
+	"	popfq\n .cfi_adjust_cfa_offset -8\n"
+	"	call \\target\n"
+	"\\name\\()_ret:\n"
+	"	popq %r15\n .cfi_adjust_cfa_offset -8\n .cfi_restore %r15\n"
+	"	popq %r14\n .cfi_adjust_cfa_offset -8\n .cfi_restore %r14\n"
+	"	popq %r13\n .cfi_adjust_cfa_offset -8\n .cfi_restore %r13\n"
+	"	popq %r12\n .cfi_adjust_cfa_offset -8\n .cfi_restore %r12\n"
+	"	popq %rbx\n .cfi_adjust_cfa_offset -8\n .cfi_restore %rbx\n"
+	"	popq %rbp\n .cfi_adjust_cfa_offset -8\n .cfi_restore %rbp\n"
 	"	ret\n"
-	"	.p2align 4\n"
-	"step_out:\n"
-	"	pushfq\n orq $0x100, (%rsp)\n popfq\n"
-	"	call rl__coro_switch\n"
-	"step_out_ret:\n"
-	"	ret\n");
+	"	.cfi_endproc\n"
+	"	.endm\n"
+	"	.text\n"
+	"	STEP step_in, rl__coro_switch_known, 0xa0a0a0a0a0a0a0a0\n"
+	"	STEP step_out, rl__coro_switch, 0xb0b0b0b0b0b0b0b0\n");
+
+#define SIDE_A 0xa0a0a0a0a0a0a0a0ull
+#define SIDE_B 0xb0b0b0b0b0b0b0b0ull
 
 void *step_in(void **save, void *to, void *val, uint64_t fpctl);
 void *step_out(void **save, void *to, void *val);
@@ -338,20 +365,66 @@ extern char rl__coro_trampoline[];
 
 #define EFLAGS_TF 0x100
 
+/* DWARF numbers of rbx, rbp, r12-r15, in the order of the patterns. */
+static const int dwarf_regs[6] = { 3, 6, 12, 13, 14, 15 };
+
 static struct {
-	bool check;	     /* off while the new context starts */
+	bool check;	      /* off while the new context starts */
+	const char *moves[2]; /* each switch's `mov %rsi, %rsp` */
 	int steps, bad;
-	uintptr_t bad_off;   /* where the first bad one was, from the start */
-	uintptr_t pcs[128];  /* distinct instructions seen */
+	char where[96];	      /* the first bad step */
+	uintptr_t pcs[128];   /* distinct instructions seen */
 	int npcs;
 } step;
+
+struct walk {
+	uintptr_t pc;
+	int state; /* 0: looking for pc, 1: at the frame above, 2: done */
+	uintptr_t ip;
+	uint64_t regs[6];
+};
+
+static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	struct walk *w = arg;
+
+	if (w->state == 0) {
+		if (_Unwind_GetIP(ctx) == w->pc)
+			w->state = 1;
+		return _URC_NO_REASON;
+	}
+	w->ip = _Unwind_GetIP(ctx);
+	for (int i = 0; i < 6; i++)
+		w->regs[i] = _Unwind_GetGR(ctx, dwarf_regs[i]);
+	w->state = 2;
+	return _URC_END_OF_STACK;
+}
+
+/* The `mov %rsi, %rsp` in fn: from the next instruction on, rsp is the
+ * other side's. */
+static const char *find_move(const char *fn)
+{
+	for (const char *p = fn; p < rl__coro_trampoline; p++)
+		if ((unsigned char)p[0] == 0x48 && (unsigned char)p[1] == 0x89 &&
+		    (unsigned char)p[2] == 0xf4)
+			return p;
+	return NULL;
+}
 
 static void on_step(int sig, siginfo_t *si, void *ucv)
 {
 	ucontext_t *uc = ucv;
 	char *pc = (char *)uc->uc_mcontext.gregs[REG_RIP];
-	void *frames[32];
-	int n, k;
+	bool in_known = pc >= (char *)rl__coro_switch_known;
+	const char *fn = in_known ? (char *)rl__coro_switch_known
+				  : (char *)rl__coro_switch;
+	/* switch_known is entered from side A, the switch from side B. */
+	bool moved = pc > step.moves[in_known];
+	bool side_a = in_known != moved;
+	const char *want_ip = side_a ? step_in_ret : step_out_ret;
+	uint64_t want = side_a ? SIDE_A : SIDE_B;
+	struct walk w = { .pc = (uintptr_t)pc };
+	int k;
 
 	(void)sig;
 	(void)si;
@@ -367,14 +440,17 @@ static void on_step(int sig, siginfo_t *si, void *ucv)
 		;
 	if (k == step.npcs && step.npcs < 128)
 		step.pcs[step.npcs++] = (uintptr_t)pc;
-	n = backtrace(frames, 32);
-	for (k = 0; k < n && frames[k] != pc; k++)
-		;
-	if (k + 1 >= n || (frames[k + 1] != step_in_ret &&
-			   frames[k + 1] != step_out_ret)) {
-		if (!step.bad++)
-			step.bad_off = (uintptr_t)(pc - (char *)rl__coro_switch);
-	}
+	_Unwind_Backtrace(walk_frame, &w);
+	k = w.state == 2 && w.ip == (uintptr_t)want_ip ? -1 : 6;
+	for (int i = 0; k < 0 && i < 6; i++)
+		if (w.regs[i] != want + (uint64_t)i)
+			k = i;
+	if (k >= 0 && !step.bad++)
+		snprintf(step.where, sizeof(step.where),
+			 "%s+%ld: %s", in_known ? "rl__coro_switch_known"
+						: "rl__coro_switch",
+			 (long)(pc - fn),
+			 k == 6 ? "wrong caller" : "wrong register value");
 }
 
 static void step_entry(void *arg)
@@ -390,14 +466,18 @@ Test(coro_switch, unwinder_follows_every_instruction)
 	void *stack = aligned_alloc(16, size);
 	struct sigaction sa = { .sa_sigaction = on_step,
 				.sa_flags = SA_SIGINFO }, old;
-	void *frames[4];
 	uint64_t fpctl = rl__coro_fpctl();
+	struct walk warm = { 0 };
 
 	if (getenv("RL_VALGRIND"))
 		cr_skip_test("Valgrind does not single-step (no trap flag)");
-	backtrace(frames, 4); /* loads libgcc_s outside the handler */
-	cr_assert_eq(sigaction(SIGTRAP, &sa, &old), 0);
+	/* Loads and initialises the unwinder outside the handler. */
+	_Unwind_Backtrace(walk_frame, &warm);
 	memset(&step, 0, sizeof(step));
+	step.moves[0] = find_move((char *)rl__coro_switch);
+	step.moves[1] = find_move((char *)rl__coro_switch_known);
+	cr_assert(step.moves[0] && step.moves[1] > step.moves[0]);
+	cr_assert_eq(sigaction(SIGTRAP, &sa, &old), 0);
 	co_sp = rl__coro_ctx_init((char *)stack + size, step_entry, NULL);
 	/* The first trip enters at the trampoline, not at a return label. */
 	step_in(&main_sp, co_sp, NULL, fpctl);
@@ -405,9 +485,8 @@ Test(coro_switch, unwinder_follows_every_instruction)
 	for (int i = 0; i < 10; i++)
 		step_in(&main_sp, co_sp, NULL, fpctl);
 	cr_assert_eq(sigaction(SIGTRAP, &old, NULL), 0);
-	cr_assert_eq(step.bad, 0, "%d of %d steps unwound wrong, first at "
-		     "rl__coro_switch+%lu", step.bad, step.steps,
-		     (unsigned long)step.bad_off);
+	cr_assert_eq(step.bad, 0, "%d of %d steps unwound wrong, first at %s",
+		     step.bad, step.steps, step.where);
 	/* Every instruction of both switches, each round: 23 + 21 of them
 	 * today; a trap flag that did not take would show 0. */
 	cr_assert_eq(step.steps % 10, 0, "steps %d", step.steps);
