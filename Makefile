@@ -1,19 +1,41 @@
-# ringloop - build, test, bench.
+# ringloop - build, test, bench, install.
 #
-#   make bench        build bench/ringbench (-O2) and run the whole matrix
-#   make test         the Criterion suite, again under ASan + UBSan, then a
-#                     ringbench smoke check (scripts/bench_smoke.sh)
+#   make              the libraries (static and shared) and bench/ringbench
+#   make install      PREFIX=/usr/local DESTDIR= LIBDIR= INCLUDEDIR=
+#   make uninstall    the same variables
+#   make bench        install missing deps, build with -O2, run the matrix
+#   make test         install missing deps, the Criterion suite, again
+#                     under ASan + UBSan, then the install and bench checks
 #   make SAN=address,undefined ...   any target with sanitizers
 #   make CC=clang ... any target with clang
+#   make WERROR=0 ... warnings are not errors (the default outside a git
+#                     checkout, i.e. for users building a release)
 #
-# Both bench and test first install missing dependencies
-# (scripts/install-deps.sh: liburing-dev, libcriterion-dev, pkg-config).
+# Only `make bench` and `make test` (and the targets that say so) run
+# scripts/install-deps.sh, which may call apt-get; `make`, `make install`
+# and builds of programs against the library never do.
 
 CC       ?= gcc
+CXX      ?= g++
 SAN      ?=
 ARCH     ?= $(shell uname -m)
-CROSS    ?=
 ARGS     ?=
+
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR    ?=
+
+# The version lives in include/ringloop/ringloop.h; the soname carries the
+# major number.
+VERSION_OF = $(shell sed -n 's/^\#define RL_VERSION_$(1) \([0-9]*\).*/\1/p' include/ringloop/ringloop.h)
+VMAJOR   := $(call VERSION_OF,MAJOR)
+VMINOR   := $(call VERSION_OF,MINOR)
+VPATCH   := $(call VERSION_OF,PATCH)
+VERSION  := $(VMAJOR).$(VMINOR).$(VPATCH)
+SONAME   := libringloop.so.$(VMAJOR)
+SOFILE   := libringloop.so.$(VMAJOR).$(VMINOR)
 
 ifeq ($(SAN),)
 BUILD    := build
@@ -21,11 +43,20 @@ else
 BUILD    := build-san
 endif
 
-CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O2 \
-               -fno-omit-frame-pointer -Iloop -Istyles
+# Developers and CI build from a git checkout, with warnings as errors; a
+# user building a release tarball does not get a build broken by a newer
+# compiler's new warning.
+WERROR   ?= $(if $(wildcard .git),1,0)
+
+CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) \
+               -g -O2 -fno-omit-frame-pointer -Iinclude -Iloop -Istyles
 SANFLAGS    := $(if $(SAN),-fsanitize=$(SAN) -fno-sanitize-recover=all -DRL_SAN=1)
 ALL_CFLAGS  := $(CFLAGS_BASE) $(SANFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
+# Library objects serve the static and the shared library alike: position
+# independent, and hidden unless a public header says otherwise.
+LIB_CFLAGS  := -fPIC -fvisibility=hidden
+DEPFLAGS     = -MMD -MP -MF $(@:.o=.d)
 
 PKGS_LIB   := liburing
 LIBS       := $(shell pkg-config --libs $(PKGS_LIB) 2>/dev/null || echo -luring) -lpthread -lm
@@ -38,29 +69,72 @@ BENCH_SRC:= $(wildcard bench/*.c)
 BENCH_OBJ:= $(patsubst %.c,$(BUILD)/%.o,$(BENCH_SRC))
 TEST_SRC := $(wildcard tests/*.c)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SRC))
-HDRS     := $(wildcard loop/*.h styles/*.h bench/*.h tests/*.h)
+PUB_HDRS := $(wildcard include/ringloop/*.h)
 
 .PHONY: all deps lib bench bench-build bench-plot bench-peers test test-bench test-build \
-        test-run test-san test-valgrind fuzz format tidy clean compdb
+        test-run test-san test-valgrind fuzz format format-check tidy clean compdb \
+        install uninstall FORCE
 
-all: bench-build
+all: lib bench/ringbench
 
 deps:
 	@pkg-config --exists liburing criterion 2>/dev/null || scripts/install-deps.sh
 
-lib: $(BUILD)/libringloop.a
+# A changed compiler or changed flags rebuild everything: the objects
+# depend on a file holding the command line, rewritten only when it
+# changes.
+FLAGS_FILE := $(BUILD)/.flags
+$(FLAGS_FILE): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) $(LIBS)' | cmp -s - $@ || \
+	  echo '$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ALL_LDFLAGS) $(LIBS)' > $@
+
+lib: $(BUILD)/libringloop.a $(BUILD)/$(SOFILE)
 
 $(BUILD)/libringloop.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/%.o: %.c $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/$(SOFILE): $(LIB_OBJ) ringloop.map
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,$(SONAME) \
+	  -Wl,--version-script=ringloop.map -Wl,-z,noexecstack -o $@ $(LIB_OBJ) $(LIBS)
+	ln -sf $(SOFILE) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/libringloop.so
 
-$(BUILD)/%.o: %.S
+$(BUILD)/loop/%.o $(BUILD)/styles/%.o: EXTRA_CFLAGS = $(LIB_CFLAGS)
+
+$(BUILD)/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.S $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------- install
+$(BUILD)/ringloop.pc: ringloop.pc.in include/ringloop/ringloop.h $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+install: lib $(BUILD)/ringloop.pc
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ringloop $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(BUILD)/libringloop.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/$(SOFILE) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(SOFILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libringloop.so
+	install -m 644 $(PUB_HDRS) $(DESTDIR)$(INCLUDEDIR)/ringloop/
+	install -m 644 $(BUILD)/ringloop.pc $(DESTDIR)$(PKGCONFIGDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libringloop.a $(DESTDIR)$(LIBDIR)/$(SOFILE) \
+	  $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libringloop.so \
+	  $(DESTDIR)$(PKGCONFIGDIR)/ringloop.pc
+	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/ringloop/,$(notdir $(PUB_HDRS)))
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/ringloop 2>/dev/null
 
 # ---------------------------------------------------------------- bench
 bench-build: deps
@@ -116,16 +190,21 @@ test-valgrind: test-build
 	  --trace-children=yes --quiet $(BUILD)/tests/run -j1 $(TEST_ARGS)
 
 # ---------------------------------------------------------------- tools
+FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+
 compdb:
 	$(MAKE) clean && bear -- $(MAKE) bench-build test-build
 
 format:
-	clang-format -i $(wildcard loop/*.[ch] styles/*.[ch] bench/*.[ch] tests/*.[ch])
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 tidy:
 	clang-tidy $(LIB_SRC) -- $(CFLAGS_BASE)
 	cppcheck --quiet --enable=warning,performance,portability --std=c11 \
-	  --suppress=missingIncludeSystem -Iloop -Istyles $(LIB_SRC)
+	  --suppress=missingIncludeSystem -Iinclude -Iloop -Istyles $(LIB_SRC)
 
 clean:
 	rm -rf build build-san build-* bench/ringbench
@@ -135,8 +214,8 @@ clean:
 
 # ---------------------------------------------------------------- fuzzing
 # libFuzzer (clang) over random sequences of loop operations, for a bounded
-# time. Crashes land in build-fuzz/ as crash-*; turn each into a regression
-# test in tests/test_fuzz_regressions.c.
+# time. Crashes land in build-fuzz/ as crash-*; each one becomes a
+# regression test in the test file of its area.
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	@mkdir -p build-fuzz/corpus

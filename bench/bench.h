@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ringloop.h"
+#include "ringloop/ringloop.h"
 
 struct bench_ctx {
 	rl_loop *loop;

@@ -10,22 +10,22 @@
 #include <errno.h>
 
 #include "bench.h"
-#include "callback.h"
+#include "ringloop/callback.h"
 
 struct cb_run {
 	struct bench_ctx *ctx;
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 	unsigned started;
 	unsigned done;
 	int error;
 };
 
-static struct rl_cbs *cbs_for(struct bench_ctx *ctx)
+static rl_cb_ctx *cbs_for(struct bench_ctx *ctx)
 {
 	/* One pool per loop, kept across runs so steady state is measured:
 	 * the driver frees it with bench_callback_free(). */
-	if (!ctx->style_state && rl_cb_open(ctx->loop,
-					    (struct rl_cbs **)&ctx->style_state))
+	if (!ctx->style_state && rl_cb_ctx_open(ctx->loop,
+					    (rl_cb_ctx **)&ctx->style_state))
 		return NULL;
 	return ctx->style_state;
 }
@@ -33,7 +33,7 @@ static struct rl_cbs *cbs_for(struct bench_ctx *ctx)
 void bench_callback_free(struct bench_ctx *ctx)
 {
 	if (ctx->style_state)
-		rl_cb_close(ctx->style_state);
+		rl_cb_ctx_close(ctx->style_state);
 	ctx->style_state = NULL;
 }
 
@@ -41,7 +41,7 @@ static void read_done(int err, const void *data, size_t len, void *arg);
 
 static void start(struct cb_run *run)
 {
-	int ret = rl_cb_read_file(run->cbs, bench_path(run->ctx, run->started),
+	int ret = rl_cb_fs_read_file(run->cbs, bench_path(run->ctx, run->started),
 				  read_done, run);
 
 	if (ret < 0) {

@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "bench.h"
-#include "coro.h"
+#include "ringloop/coro.h"
 #include "coro_internal.h"
 
 /* Reads up to this size land in a buffer on the coroutine's stack; larger
@@ -28,17 +28,17 @@
 
 struct coro_run {
 	struct bench_ctx *ctx;
-	rl_coro_sched *sched;
+	rl_coro_ctx *sched;
 	rl_coro **ring;		/* the alive readers, oldest first */
 	int error;
 };
 
-static rl_coro_sched *sched_for(struct bench_ctx *ctx)
+static rl_coro_ctx *sched_for(struct bench_ctx *ctx)
 {
-	struct rl_coro_sched_options opt = { .start_window = ctx->coro_window };
-	rl_coro_sched *s = ctx->style_state;
+	struct rl_coro_ctx_options opt = { .start_window = ctx->coro_window };
+	rl_coro_ctx *s = ctx->style_state;
 
-	if (!s && rl_coro_sched_open(ctx->loop, &s, &opt) < 0)
+	if (!s && rl_coro_ctx_open(ctx->loop, &s, &opt) < 0)
 		return NULL;
 	ctx->style_state = s;
 	return s;
@@ -47,7 +47,7 @@ static rl_coro_sched *sched_for(struct bench_ctx *ctx)
 void bench_coro_free(struct bench_ctx *ctx)
 {
 	if (ctx->style_state)
-		rl_coro_sched_close(ctx->style_state);
+		rl_coro_ctx_close(ctx->style_state);
 	ctx->style_state = NULL;
 }
 
@@ -63,7 +63,7 @@ static void read_checked(struct bench_ctx *ctx, unsigned i)
 		ctx->errors++;
 		return;
 	}
-	ret = rl_coro_read_file(bench_path(ctx, i), buf, len);
+	ret = rl_coro_fs_read_file(bench_path(ctx, i), buf, len);
 	bench_check(ctx, ret, buf);
 	if (buf != small)
 		free(buf);
@@ -119,7 +119,7 @@ static int64_t controller(void *arg)
 
 static int run_coro(struct bench_ctx *ctx, rl_coro_fn fn, void *arg)
 {
-	rl_coro_sched *s = sched_for(ctx);
+	rl_coro_ctx *s = sched_for(ctx);
 	int ret;
 
 	if (!s)

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "bench.h"
-#include "promise.h"
+#include "ringloop/promise.h"
 
 void bench_promise_free(struct bench_ctx *ctx);
 
@@ -96,7 +96,7 @@ static rl_promise *read_one(struct prun *run, unsigned i, unsigned slot)
 {
 	struct pstate *st = run->st;
 
-	return rl_promise_read_file(st->pctx, bench_path(run->ctx, i),
+	return rl_promise_fs_read_file(st->pctx, bench_path(run->ctx, i),
 				    st->bufs + (size_t)slot * st->stride,
 				    run->ctx->size);
 }

@@ -15,7 +15,7 @@
  *    EINVAL (unknown resolve flag): the fast path for opens is then marked
  *    unavailable for the loop's lifetime and everything goes to the pool.
  *    openat2() is stricter than openat() (unknown flag bits, a mode without
- *    O_CREAT: EINVAL), so an EINVAL for a caller's rl_open() flags only
+ *    O_CREAT: EINVAL), so an EINVAL for a caller's rl_fs_open() flags only
  *    sends that open to the pool. RESOLVE_CACHED also refuses O_CREAT,
  *    O_TRUNC and O_TMPFILE with EAGAIN, so those go to the pool directly.
  *  - RESOLVE_CACHED covers the path walk only: opening a FIFO waits for a
@@ -33,7 +33,7 @@
  *    return a SHORT read when only the first pages are cached. A short
  *    read is therefore never taken for the end of the file: read_file
  *    compares with st_size and otherwise keeps reading (0 is the only real
- *    end), and rl_read() of a regular file reads on until 0 or EAGAIN.
+ *    end), and rl_fs_read() of a regular file reads on until 0 or EAGAIN.
  *  - Regular files cannot be polled (epoll_ctl says EPERM), so a blocking
  *    read of one goes to a worker. Pipes, sockets and character devices
  *    CAN block forever, and a worker stuck in read() could not be
@@ -114,7 +114,7 @@
 #define O_TMPFILE 0 /* (O_TMPFILE includes O_DIRECTORY: compare all bits) */
 #endif
 
-/* Where a request is (priv.step); only the loop thread reads or writes it. */
+/* Where a request is (ep_req.step); only the loop thread reads or writes it. */
 enum {
 	EP_NONE = 0,
 	EP_INLINE,   /* waiting for the next wait() to try the fast path */
@@ -124,7 +124,7 @@ enum {
 	EP_FINISHED, /* finished inline; its completion is due next wait() */
 };
 
-/* What is known about a read's fd (kept in priv.bflags). Set by the loop thread before the hand-off to a worker. */
+/* What is known about a read's fd (kept in ep_req.bflags). Set by the loop thread before the hand-off to a worker. */
 enum {
 	RD_SEEKABLE = 1, /* a regular file or block device: read it blocking */
 	RD_BLOCKING = 2, /* cannot be polled: a blocking read is all there is */
@@ -166,6 +166,20 @@ struct ep {
 	struct rl__pool pool;
 };
 
+/* What this backend keeps in a request (its private words, req.h). */
+struct ep_req {
+	int32_t slot;	 /* a watched read's dup()ed fd, or -1 */
+	int32_t step;	 /* EP_*: where the request is */
+	uint32_t bflags; /* RD_* and EP_TRIED */
+	int64_t res[2];	 /* a job's result; a read's bytes so far */
+};
+RL__REQ_BE_FITS(struct ep_req);
+
+static struct ep_req *EP(rl_req *req)
+{
+	return RL__REQ_BE(struct ep_req, req);
+}
+
 static struct ep *E(rl_loop *loop)
 {
 	return loop->be;
@@ -184,7 +198,7 @@ static int sys_openat2(const char *path, int flags, uint64_t resolve)
 /* ------------------------------------------------------------ pool jobs */
 
 /* These run on a worker. They read the request's arguments and leave the
- * result in priv.res[0]; they touch nothing else the loop owns. A blocking
+ * result in ep_req.res[0]; they touch nothing else the loop owns. A blocking
  * call interrupted by the pool's signal (threadpool.h) is retried unless
  * the job was asked to give up; then it fails with -EINTR, which the loop
  * reports as -ECANCELED. */
@@ -201,14 +215,14 @@ static int open_retrying(const char *path, int flags, mode_t mode)
 
 static void job_open(rl_req *req)
 {
-	req->priv.res[0] = open_retrying(req->path, req->flags,
+	EP(req)->res[0] = open_retrying(req->path, req->flags,
 					 (mode_t)req->mode);
 }
 
 /* close() is never retried: on Linux the fd is gone even after EINTR. */
 static void job_close(rl_req *req)
 {
-	req->priv.res[0] = close(req->fd) < 0 ? -errno : 0;
+	EP(req)->res[0] = close(req->fd) < 0 ? -errno : 0;
 }
 
 static void job_stat(rl_req *req)
@@ -219,7 +233,7 @@ static void job_stat(rl_req *req)
 		ret = statx(AT_FDCWD, req->path, 0, STATX_BASIC_STATS,
 			    req->stx);
 	} while (ret < 0 && errno == EINTR && !rl__pool_job_cancelled());
-	req->priv.res[0] = ret < 0 ? -errno : 0;
+	EP(req)->res[0] = ret < 0 ? -errno : 0;
 }
 
 /* The blocking read to the end of an open file (fs.c). */
@@ -240,10 +254,10 @@ static void job_read_file(rl_req *req)
 	int fd = open_retrying(req->path, O_RDONLY | O_CLOEXEC, 0);
 
 	if (fd < 0) {
-		req->priv.res[0] = fd;
+		EP(req)->res[0] = fd;
 		return;
 	}
-	req->priv.res[0] = read_file_fd(req, fd);
+	EP(req)->res[0] = read_file_fd(req, fd);
 	close(fd);
 }
 
@@ -265,27 +279,27 @@ static bool pollable_type(mode_t mode)
 
 static void job_read(rl_req *req)
 {
-	size_t got = (size_t)req->priv.res[1];
+	size_t got = (size_t)EP(req)->res[1];
 	int64_t off = req->offset;
 	struct stat st;
 	ssize_t r;
 
-	if (!(req->priv.bflags & (RD_SEEKABLE | RD_BLOCKING))) {
-		/* Straight from rl_read() (no fast path): find out whether
+	if (!(EP(req)->bflags & (RD_SEEKABLE | RD_BLOCKING))) {
+		/* Straight from rl_fs_read() (no fast path): find out whether
 		 * this read may wait forever before doing it. */
 		if (fstat(req->fd, &st) < 0) {
-			req->priv.res[0] = -errno;
+			EP(req)->res[0] = -errno;
 			return;
 		}
 		if (pollable_type(st.st_mode)) {
 			r = read_at(req->fd, req->buf, req->len, off,
 				    RWF_NOWAIT);
 			if (r >= 0)
-				req->priv.res[0] = r;
+				EP(req)->res[0] = r;
 			else if (errno == EAGAIN || errno == EOPNOTSUPP)
-				req->priv.res[0] = RES_POLL;
+				EP(req)->res[0] = RES_POLL;
 			else
-				req->priv.res[0] = -errno;
+				EP(req)->res[0] = -errno;
 			return;
 		}
 	}
@@ -296,9 +310,9 @@ static void job_read(rl_req *req)
 			    off < 0 ? -1 : off + (int64_t)got, 0);
 	} while (r < 0 && errno == EINTR && !rl__pool_job_cancelled());
 	if (r < 0)
-		req->priv.res[0] = got ? (int64_t)got : -errno;
+		EP(req)->res[0] = got ? (int64_t)got : -errno;
 	else
-		req->priv.res[0] = (int64_t)(got + (size_t)r);
+		EP(req)->res[0] = (int64_t)(got + (size_t)r);
 }
 
 static void (*const jobs[])(rl_req *) = {
@@ -313,8 +327,8 @@ static void (*const jobs[])(rl_req *) = {
 
 static void to_pool(struct ep *ep, rl_req *req)
 {
-	req->priv.work = jobs[req->op];
-	req->priv.step = EP_BATCH;
+	rl__req(req)->work = jobs[req->op];
+	EP(req)->step = EP_BATCH;
 	rl__fifo_push(&ep->batch, req);
 }
 
@@ -323,8 +337,8 @@ static void to_pool(struct ep *ep, rl_req *req)
  * answers -EALREADY for a second cancel, as for a request in the kernel. */
 static void defer_complete(struct ep *ep, rl_req *req, int64_t res)
 {
-	req->priv.res[0] = res;
-	req->priv.step = EP_FINISHED;
+	EP(req)->res[0] = res;
+	EP(req)->step = EP_FINISHED;
 	rl__fifo_push(&ep->finished, req);
 }
 
@@ -344,17 +358,17 @@ static void sys_close(rl_loop *loop, int fd)
 
 static void unwatch(rl_loop *loop, struct ep *ep, rl_req *req)
 {
-	int fd = req->priv.slot >= 0 ? req->priv.slot : req->fd;
+	int fd = EP(req)->slot >= 0 ? EP(req)->slot : req->fd;
 
 	epoll_ctl(ep->epfd, EPOLL_CTL_DEL, fd, NULL);
 	loop->stats.syscalls++;
-	if (req->priv.slot >= 0) {
-		sys_close(loop, req->priv.slot);
-		req->priv.slot = -1;
+	if (EP(req)->slot >= 0) {
+		sys_close(loop, EP(req)->slot);
+		EP(req)->slot = -1;
 	}
 	rl__fifo_remove(&ep->watched, req);
 	ep->nwatch--;
-	req->priv.step = EP_NONE;
+	EP(req)->step = EP_NONE;
 }
 
 /* Registers a read with epoll. Returns false when its fd cannot be polled
@@ -365,7 +379,7 @@ static bool watch(rl_loop *loop, struct ep *ep, rl_req *req)
 				  .data.ptr = req };
 	int fd;
 
-	req->priv.slot = -1;
+	EP(req)->slot = -1;
 	loop->stats.syscalls++;
 	if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, req->fd, &ev) < 0) {
 		if (errno != EEXIST)
@@ -381,9 +395,9 @@ static bool watch(rl_loop *loop, struct ep *ep, rl_req *req)
 			sys_close(loop, fd);
 			return false;
 		}
-		req->priv.slot = fd;
+		EP(req)->slot = fd;
 	}
-	req->priv.step = EP_WATCH;
+	EP(req)->step = EP_WATCH;
 	rl__fifo_push(&ep->watched, req);
 	ep->nwatch++;
 	return true;
@@ -395,7 +409,7 @@ static void watch_or_block(rl_loop *loop, struct ep *ep, rl_req *req)
 {
 	if (watch(loop, ep, req))
 		return;
-	req->priv.bflags |= RD_BLOCKING;
+	EP(req)->bflags |= RD_BLOCKING;
 	to_pool(ep, req);
 }
 
@@ -414,7 +428,7 @@ static void watch_ready(rl_loop *loop, struct ep *ep, rl_req *req)
 		/* Somebody else took the data: wait again. */
 		loop->stats.syscalls++;
 		if (epoll_ctl(ep->epfd, EPOLL_CTL_MOD,
-			      req->priv.slot >= 0 ? req->priv.slot : req->fd,
+			      EP(req)->slot >= 0 ? EP(req)->slot : req->fd,
 			      &ev) == 0)
 			return;
 		err = EOPNOTSUPP;
@@ -423,7 +437,7 @@ static void watch_ready(rl_loop *loop, struct ep *ep, rl_req *req)
 	if (err == EOPNOTSUPP) {
 		/* Readable, but it refuses RWF_NOWAIT: a worker does the
 		 * (most likely immediate) blocking read. */
-		req->priv.bflags |= RD_BLOCKING;
+		EP(req)->bflags |= RD_BLOCKING;
 		to_pool(ep, req);
 		return;
 	}
@@ -591,8 +605,8 @@ static bool inline_read(rl_loop *loop, struct ep *ep, rl_req *req)
 			goto done; /* the bytes read so far are the answer */
 		/* The rest of a regular file is not cached: a worker reads
 		 * it blocking, from where the fast path stopped. */
-		req->priv.res[1] = (int64_t)got;
-		req->priv.bflags |= RD_SEEKABLE;
+		EP(req)->res[1] = (int64_t)got;
+		EP(req)->bflags |= RD_SEEKABLE;
 		to_pool(ep, req);
 		return true;
 	}
@@ -606,7 +620,7 @@ static bool inline_read(rl_loop *loop, struct ep *ep, rl_req *req)
 		return true;
 	}
 	if (!pollable_type(st.st_mode)) {
-		req->priv.bflags |= RD_SEEKABLE;
+		EP(req)->bflags |= RD_SEEKABLE;
 		return false;
 	}
 	watch_or_block(loop, ep, req);
@@ -656,10 +670,10 @@ static bool may_inline(const struct ep *ep, const rl_req *req)
 /* The fast path for one request; what it cannot finish goes to the pool. */
 static void run_one(rl_loop *loop, struct ep *ep, rl_req *req)
 {
-	req->priv.step = EP_NONE;
-	if ((req->priv.bflags & EP_TRIED) || !may_inline(ep, req) ||
+	EP(req)->step = EP_NONE;
+	if ((EP(req)->bflags & EP_TRIED) || !may_inline(ep, req) ||
 	    !try_inline(loop, ep, req)) {
-		req->priv.bflags |= EP_TRIED;
+		EP(req)->bflags |= EP_TRIED;
 		to_pool(ep, req);
 	}
 }
@@ -685,9 +699,9 @@ static void run_inline(rl_loop *loop, struct ep *ep)
 		return;
 	}
 	rl__fifo_splice(&share, &ep->inl);
-	for (req = share.head; req; req = req->priv.next) {
-		req->priv.work = jobs[req->op];
-		req->priv.step = EP_POOL;
+	for (req = share.head; req; req = rl__req(req)->next) {
+		rl__req(req)->work = jobs[req->op];
+		EP(req)->step = EP_POOL;
 	}
 	ep->in_pool += ep->ninline;
 	ep->ninline = 0;
@@ -703,16 +717,16 @@ static void submit(rl_loop *loop, rl_req *req)
 {
 	struct ep *ep = E(loop);
 
-	req->priv.step = EP_NONE;
-	req->priv.slot = -1;
-	req->priv.bflags = 0;
-	req->priv.res[0] = 0;
-	req->priv.res[1] = 0;
+	EP(req)->step = EP_NONE;
+	EP(req)->slot = -1;
+	EP(req)->bflags = 0;
+	EP(req)->res[0] = 0;
+	EP(req)->res[1] = 0;
 	if (ep->inline_ok) {
 		/* Not now: the next wait() sees the whole burst. Requests
 		 * the fast path cannot do (stat) wait in the same queue, so
 		 * that the pool gets a tick's requests in submission order. */
-		req->priv.step = EP_INLINE;
+		EP(req)->step = EP_INLINE;
 		rl__fifo_push(&ep->inl, req);
 		ep->ninline++;
 		return;
@@ -726,8 +740,8 @@ static void flush_batch(rl_loop *loop, struct ep *ep)
 
 	if (rl__fifo_empty(&ep->batch))
 		return;
-	for (rl_req *r = ep->batch.head; r; r = r->priv.next) {
-		r->priv.step = EP_POOL;
+	for (rl_req *r = ep->batch.head; r; r = rl__req(r)->next) {
+		EP(r)->step = EP_POOL;
 		n++;
 	}
 	ep->in_pool += n;
@@ -738,7 +752,7 @@ static void flush_batch(rl_loop *loop, struct ep *ep)
 
 static int pool_done(rl_loop *loop, struct ep *ep, rl_req *req)
 {
-	int64_t res = req->priv.res[0];
+	int64_t res = EP(req)->res[0];
 
 	/* Interrupted because the loop closes (a cancelled request becomes
 	 * -ECANCELED in rl__complete() anyway). Not a close: Linux has
@@ -746,9 +760,9 @@ static int pool_done(rl_loop *loop, struct ep *ep, rl_req *req)
 	if (res == -EINTR && ep->closing && req->op != RL_OP_CLOSE)
 		res = -ECANCELED;
 
-	req->priv.step = EP_NONE;
+	EP(req)->step = EP_NONE;
 	if (res == RES_POLL) {
-		if ((req->priv.state & RL__REQ_CANCEL) || ep->closing) {
+		if ((rl__req(req)->state & RL__REQ_CANCEL) || ep->closing) {
 			rl__complete(loop, req, -ECANCELED);
 			return 1;
 		}
@@ -767,8 +781,8 @@ static int reap(rl_loop *loop, struct ep *ep)
 	int n = 0;
 
 	while ((req = rl__fifo_pop(&ep->finished))) {
-		req->priv.step = EP_NONE;
-		rl__complete(loop, req, req->priv.res[0]);
+		EP(req)->step = EP_NONE;
+		rl__complete(loop, req, EP(req)->res[0]);
 		n++;
 	}
 	rl__pool_take_done(&ep->pool, &done);
@@ -945,13 +959,13 @@ static void cancel(rl_loop *loop, rl_req *req)
 		ep->ninline = 0;
 		rl__fifo_splice(&gone, &ep->batch);
 		while ((req = rl__fifo_pop(&gone))) {
-			req->priv.step = EP_NONE;
+			EP(req)->step = EP_NONE;
 			rl__complete(loop, req, -ECANCELED);
 		}
 		rl__pool_cancel_all(&ep->pool, &gone);
 		while ((req = rl__fifo_pop(&gone))) {
 			ep->in_pool--;
-			req->priv.step = EP_NONE;
+			EP(req)->step = EP_NONE;
 			rl__complete(loop, req, -ECANCELED);
 		}
 		while ((req = ep->watched.head)) {
@@ -964,7 +978,7 @@ static void cancel(rl_loop *loop, rl_req *req)
 		rl__pool_interrupt(&ep->pool, NULL);
 		return;
 	}
-	switch (req->priv.step) {
+	switch (EP(req)->step) {
 	case EP_INLINE:
 		rl__fifo_remove(&ep->inl, req);
 		ep->ninline--;

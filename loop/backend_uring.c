@@ -103,6 +103,21 @@ struct uring {
 	uint64_t wake_buf;
 };
 
+/* What this backend keeps in a request (its private words, req.h). */
+struct uring_req {
+	int32_t slot;	   /* direct descriptor slot, or -1 */
+	int32_t step;	   /* STEP_*: where a read_file is */
+	int32_t probe_res; /* read_file: what the end-of-file probe read */
+	char probe;	   /* the byte after a read, if any */
+	int64_t res[2];	   /* read_file: the read's result; bytes so far */
+};
+RL__REQ_BE_FITS(struct uring_req);
+
+static struct uring_req *UR(rl_req *req)
+{
+	return RL__REQ_BE(struct uring_req, req);
+}
+
 static struct uring *U(rl_loop *loop)
 {
 	return loop->be;
@@ -241,13 +256,13 @@ static void flush_sq(rl_loop *loop, struct uring *u)
 }
 
 /* SQEs a request's next push takes, and CQEs it may be owed for them. */
-static unsigned cqes_for(const struct uring *u, const rl_req *req)
+static unsigned cqes_for(const struct uring *u, rl_req *req)
 {
 	if (req->op != RL_OP_READ_FILE)
 		return 1;
-	if (req->priv.step == STEP_CHAIN && u->link)
+	if (UR(req)->step == STEP_CHAIN && u->link)
 		return 4;
-	return req->priv.step == STEP_READ ? 2 : 1;
+	return UR(req)->step == STEP_READ ? 2 : 1;
 }
 
 /* The read of a read_file and its probe: the read fills what is left of
@@ -258,18 +273,18 @@ static unsigned cqes_for(const struct uring *u, const rl_req *req)
 static void prep_read_pair(struct uring *u, rl_req *req, int fd,
 			   unsigned flags, unsigned probe_flags)
 {
-	size_t got = (size_t)req->priv.res[1];
+	size_t got = (size_t)UR(req)->res[1];
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 
 	/* Offset -1: the file position, so the probe starts where the read
 	 * ended without knowing how much it read. */
 	io_uring_prep_read(sqe, fd, (char *)req->buf + got,
-			   (unsigned)(req->priv.cap - got), (uint64_t)-1);
+			   (unsigned)(rl__req(req)->cap - got), (uint64_t)-1);
 	sqe->flags |= IOSQE_IO_HARDLINK | flags;
 	io_uring_sqe_set_data64(sqe, udata(req, TAG_MAIN));
 
 	sqe = io_uring_get_sqe(&u->ring);
-	io_uring_prep_read(sqe, fd, &req->priv.probe, 1, (uint64_t)-1);
+	io_uring_prep_read(sqe, fd, &UR(req)->probe, 1, (uint64_t)-1);
 	sqe->flags |= flags | probe_flags;
 	io_uring_sqe_set_data64(sqe, udata(req, TAG_PROBE));
 }
@@ -277,19 +292,19 @@ static void prep_read_pair(struct uring *u, rl_req *req, int fd,
 static void prep_read_file_step(struct uring *u, rl_req *req,
 				struct io_uring_sqe *sqe)
 {
-	switch (req->priv.step) {
+	switch (UR(req)->step) {
 	case STEP_OPEN:
 		if (u->direct)
 			io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
 						    O_RDONLY, 0,
-						    (unsigned)req->priv.slot);
+						    (unsigned)UR(req)->slot);
 		else
 			io_uring_prep_openat(sqe, AT_FDCWD, req->path,
 					     O_RDONLY | O_CLOEXEC, 0);
 		break;
 	case STEP_CLOSE:
 		if (u->direct)
-			io_uring_prep_close_direct(sqe, (unsigned)req->priv.slot);
+			io_uring_prep_close_direct(sqe, (unsigned)UR(req)->slot);
 		else
 			io_uring_prep_close(sqe, req->fd);
 		break;
@@ -306,7 +321,7 @@ static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 	unsigned need = cqes_for(u, req);
 	bool chain = need == 4;
 	bool wants_slot = req->op == RL_OP_READ_FILE && u->direct &&
-			  (chain || req->priv.step == STEP_OPEN);
+			  (chain || UR(req)->step == STEP_OPEN);
 	struct io_uring_sqe *sqe;
 
 	if (u->cq_owed + need > u->cq_budget)
@@ -319,11 +334,11 @@ static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 			return false;
 	}
 	if (wants_slot)
-		req->priv.slot = u->free_slots[--u->nfree];
+		UR(req)->slot = u->free_slots[--u->nfree];
 	u->cq_owed += need;
 
 	if (chain) {
-		unsigned slot = (unsigned)req->priv.slot;
+		unsigned slot = (unsigned)UR(req)->slot;
 
 		sqe = io_uring_get_sqe(&u->ring);
 		io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
@@ -333,7 +348,7 @@ static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 
 		/* The probe's CQE is skipped when it reads a byte: the close
 		 * that ends the chain tells that it ran. */
-		req->priv.probe_res = 1;
+		UR(req)->probe_res = 1;
 		prep_read_pair(u, req, (int)slot, IOSQE_FIXED_FILE,
 			       IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS);
 		sqe = io_uring_get_sqe(&u->ring);
@@ -342,10 +357,10 @@ static bool push(rl_loop *loop, struct uring *u, rl_req *req)
 		return true;
 	}
 
-	if (req->op == RL_OP_READ_FILE && req->priv.step == STEP_READ) {
+	if (req->op == RL_OP_READ_FILE && UR(req)->step == STEP_READ) {
 		/* Both CQEs come: the probe's ends the step. */
-		req->priv.probe_res = 0;
-		prep_read_pair(u, req, u->direct ? req->priv.slot : req->fd,
+		UR(req)->probe_res = 0;
+		prep_read_pair(u, req, u->direct ? UR(req)->slot : req->fd,
 			       u->direct ? IOSQE_FIXED_FILE : 0, 0);
 		return true;
 	}
@@ -381,7 +396,7 @@ static void push_or_queue(rl_loop *loop, struct uring *u, rl_req *req,
 {
 	if (rl__fifo_empty(q) && push(loop, u, req))
 		return;
-	req->priv.state |= RL__REQ_QUEUED;
+	rl__req(req)->state |= RL__REQ_QUEUED;
 	loop->stats.queued++;
 	rl__fifo_push(q, req);
 }
@@ -396,7 +411,7 @@ static bool push_queue(rl_loop *loop, struct uring *u, struct rl__fifo *q)
 		if (!push(loop, u, req))
 			return false;
 		rl__fifo_pop(q);
-		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 	}
 	return true;
 }
@@ -405,10 +420,11 @@ static void submit(rl_loop *loop, rl_req *req)
 {
 	struct uring *u = U(loop);
 
+	UR(req)->slot = -1;
 	if (req->op == RL_OP_READ_FILE) {
-		req->priv.step = u->link ? STEP_CHAIN : STEP_OPEN;
-		req->priv.res[0] = 0;
-		req->priv.res[1] = 0;
+		UR(req)->step = u->link ? STEP_CHAIN : STEP_OPEN;
+		UR(req)->res[0] = 0;
+		UR(req)->res[1] = 0;
 	}
 	push_or_queue(loop, u, req, &u->pending);
 }
@@ -423,9 +439,9 @@ static void push_pending(rl_loop *loop, struct uring *u)
 
 static void release_slot(struct uring *u, rl_req *req)
 {
-	if (u->direct && req->priv.slot >= 0) {
-		u->free_slots[u->nfree++] = req->priv.slot;
-		req->priv.slot = -1;
+	if (u->direct && UR(req)->slot >= 0) {
+		u->free_slots[u->nfree++] = UR(req)->slot;
+		UR(req)->slot = -1;
 	}
 }
 
@@ -436,22 +452,22 @@ static void release_slot(struct uring *u, rl_req *req)
  */
 static int absorb(rl_req *req, int32_t r, int32_t p)
 {
-	size_t got = (size_t)req->priv.res[1];
+	size_t got = (size_t)UR(req)->res[1];
 	int ret;
 
 	if (r < 0)
 		return r;
 	got += (size_t)r;
-	req->priv.res[1] = (int64_t)got;
+	UR(req)->res[1] = (int64_t)got;
 	if (p <= 0)
 		return p;
-	if (got == req->priv.cap) {
+	if (got == rl__req(req)->cap) {
 		ret = rl__read_file_grow(req, 2 * (got + 1));
 		if (ret < 0)
 			return ret;
 	}
-	((char *)req->buf)[got] = req->priv.probe;
-	req->priv.res[1] = (int64_t)got + 1;
+	((char *)req->buf)[got] = UR(req)->probe;
+	UR(req)->res[1] = (int64_t)got + 1;
 	return 1;
 }
 
@@ -460,9 +476,9 @@ static int absorb(rl_req *req, int32_t r, int32_t p)
  * then comes from one open file, even if the path was renamed over. */
 static void restart_stepwise(rl_loop *loop, struct uring *u, rl_req *req)
 {
-	req->priv.step = STEP_OPEN;
-	req->priv.res[0] = 0;
-	req->priv.res[1] = 0;
+	UR(req)->step = STEP_OPEN;
+	UR(req)->res[0] = 0;
+	UR(req)->res[1] = 0;
 	push_or_queue(loop, u, req, &u->pending);
 }
 
@@ -483,25 +499,25 @@ static void chain_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 		rl__complete(loop, req, res);
 		return;
 	case TAG_MAIN:
-		req->priv.res[0] = res;
+		UR(req)->res[0] = res;
 		/* The probe runs next (hard link) and, on a FIFO, may wait
 		 * for a writer as the read did: cancel it too. */
-		if ((req->priv.state & RL__REQ_CANCEL) || u->closing)
+		if ((rl__req(req)->state & RL__REQ_CANCEL) || u->closing)
 			cancel_sqe(loop, u, udata(req, TAG_PROBE));
 		return;
 	case TAG_PROBE:
 		/* Posted only when the probe read nothing (or failed). */
-		req->priv.probe_res = res;
+		UR(req)->probe_res = res;
 		return;
 	}
 	/* TAG_CLOSE: the chain is over and its slot is free again. */
 	u->cq_owed -= 4;
 	release_slot(u, req);
-	ret = absorb(req, (int32_t)req->priv.res[0], req->priv.probe_res);
-	if (ret == 1 && !(req->priv.state & RL__REQ_CANCEL) && !u->closing)
+	ret = absorb(req, (int32_t)UR(req)->res[0], UR(req)->probe_res);
+	if (ret == 1 && !(rl__req(req)->state & RL__REQ_CANCEL) && !u->closing)
 		restart_stepwise(loop, u, req); /* bigger, or procfs-like */
 	else
-		rl__complete(loop, req, ret < 0 ? ret : req->priv.res[1]);
+		rl__complete(loop, req, ret < 0 ? ret : UR(req)->res[1]);
 }
 
 /* A read_file closed its fd: one that waited for an fd may try again,
@@ -520,14 +536,14 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 	int ret;
 
 	u->cq_owed -= 1;
-	switch (req->priv.step) {
+	switch (UR(req)->step) {
 	case STEP_OPEN:
 		if ((res == -EMFILE || res == -ENFILE) && u->fds_held &&
-		    !(req->priv.state & RL__REQ_CANCEL) && !u->closing) {
+		    !(rl__req(req)->state & RL__REQ_CANCEL) && !u->closing) {
 			/* Out of fds because our own read_files hold them:
 			 * wait for one of them to close instead of failing.
 			 * Only an open that no close can help fails. */
-			req->priv.state |= RL__REQ_QUEUED;
+			rl__req(req)->state |= RL__REQ_QUEUED;
 			rl__fifo_push(&u->fd_wait, req);
 			return;
 		}
@@ -540,25 +556,25 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 			req->fd = res;
 			u->fds_held++;
 		}
-		req->priv.step = STEP_READ;
+		UR(req)->step = STEP_READ;
 		break;
 	case STEP_READ:
 		if (tag == TAG_MAIN) {
 			/* The step ends with the probe's CQE, which the
 			 * hard link orders after this one. On a FIFO the
 			 * probe may wait as the read did: cancel it too. */
-			req->priv.res[0] = res;
-			if ((req->priv.state & RL__REQ_CANCEL) || u->closing)
+			UR(req)->res[0] = res;
+			if ((rl__req(req)->state & RL__REQ_CANCEL) || u->closing)
 				cancel_sqe(loop, u, udata(req, TAG_PROBE));
 			return;
 		}
-		ret = absorb(req, (int32_t)req->priv.res[0], res);
-		if (ret <= 0 || req->priv.state & RL__REQ_CANCEL ||
+		ret = absorb(req, (int32_t)UR(req)->res[0], res);
+		if (ret <= 0 || rl__req(req)->state & RL__REQ_CANCEL ||
 		    u->closing) {
-			req->priv.res[0] = ret < 0	  ? ret
-					   : ret == 0 ? req->priv.res[1]
+			UR(req)->res[0] = ret < 0	  ? ret
+					   : ret == 0 ? UR(req)->res[1]
 						      : -ECANCELED;
-			req->priv.step = STEP_CLOSE;
+			UR(req)->step = STEP_CLOSE;
 		}
 		break;
 	case STEP_CLOSE:
@@ -568,7 +584,7 @@ static void step_cqe(rl_loop *loop, struct uring *u, rl_req *req,
 			u->fds_held--;
 			fd_released(u);
 		}
-		rl__complete(loop, req, req->priv.res[0]);
+		rl__complete(loop, req, UR(req)->res[0]);
 		return;
 	}
 	push_or_queue(loop, u, req, &u->cont);
@@ -589,7 +605,7 @@ static void handle_cqe(rl_loop *loop, struct uring *u, uint64_t ud,
 	if (tag == TAG_CANCEL)
 		return;
 	if (req->op == RL_OP_READ_FILE) {
-		if (req->priv.step == STEP_CHAIN)
+		if (UR(req)->step == STEP_CHAIN)
 			chain_cqe(loop, u, req, tag, res);
 		else
 			step_cqe(loop, u, req, tag, res);
@@ -695,7 +711,7 @@ static void cancel(rl_loop *loop, rl_req *req)
 		u->closing = true;
 		rl__fifo_splice(&u->pending, &u->fd_wait);
 		while ((req = rl__fifo_pop(&u->pending))) {
-			req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+			rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 			release_slot(u, req);
 			rl__complete(loop, req, -ECANCELED);
 		}
@@ -709,17 +725,17 @@ static void cancel(rl_loop *loop, rl_req *req)
 		flush_sq(loop, u);
 		return;
 	}
-	if ((req->priv.state & RL__REQ_QUEUED) &&
+	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
 	    (rl__fifo_remove(&u->pending, req) ||
 	     rl__fifo_remove(&u->fd_wait, req))) {
-		req->priv.state &= ~(uint32_t)RL__REQ_QUEUED;
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 		release_slot(u, req);
 		rl__complete(loop, req, -ECANCELED);
 		return;
 	}
 	/* In the kernel: most requests finish soon and report -ECANCELED
 	 * then, but a read of a pipe with no writer, or an open of a FIFO
-	 * (read_file's chain or step, or rl_open) in an io-wq worker, can
+	 * (read_file's chain or step, or rl_fs_open) in an io-wq worker, can
 	 * wait forever; an async cancel interrupts those. A chain is
 	 * cancelled at its open: the rest of it fails after it, down to the
 	 * close. A cancel that finds nothing answers -ENOENT, ignored. */

@@ -35,18 +35,18 @@ static int check_path(const char *path)
 	return 0;
 }
 
-static int check_req(rl_loop *loop, rl_req *req, rl_cb cb)
+static int check_req(rl_loop *loop, rl_req *req, rl_req_cb cb)
 {
 	if (!loop || !req || !cb)
 		return -EINVAL;
 	if (loop->closing)
 		return -ECANCELED;
-	if (req->priv.state & RL__REQ_ACTIVE)
+	if (rl__req(req)->state & RL__REQ_ACTIVE)
 		return -EBUSY;
 	return 0;
 }
 
-static void prep(rl_loop *loop, rl_req *req, uint8_t op, rl_cb cb)
+static void prep(rl_loop *loop, rl_req *req, uint8_t op, rl_req_cb cb)
 {
 	void *data = req->data;
 
@@ -57,20 +57,19 @@ static void prep(rl_loop *loop, rl_req *req, uint8_t op, rl_cb cb)
 	req->cb = cb;
 	req->fd = -1;
 	req->offset = -1;
-	req->priv.slot = -1;
 }
 
 static int accept_req(rl_loop *loop, rl_req *req)
 {
-	req->priv.state |= RL__REQ_ACTIVE;
+	rl__req(req)->state |= RL__REQ_ACTIVE;
 	loop->active_reqs++;
 	loop->stats.submissions++;
 	loop->backend->submit(loop, req);
 	return 0;
 }
 
-int rl_open(rl_loop *loop, rl_req *req, const char *path, int flags,
-	    unsigned mode, rl_cb cb)
+int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
+	    unsigned mode, rl_req_cb cb)
 {
 	int ret = check_req(loop, req, cb);
 
@@ -83,8 +82,8 @@ int rl_open(rl_loop *loop, rl_req *req, const char *path, int flags,
 	return accept_req(loop, req);
 }
 
-int rl_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
-	    int64_t offset, rl_cb cb)
+int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
+	    int64_t offset, rl_req_cb cb)
 {
 	int ret = check_req(loop, req, cb);
 
@@ -104,7 +103,7 @@ int rl_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
 	return accept_req(loop, req);
 }
 
-int rl_close(rl_loop *loop, rl_req *req, int fd, rl_cb cb)
+int rl_fs_close(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb)
 {
 	int ret = check_req(loop, req, cb);
 
@@ -117,8 +116,8 @@ int rl_close(rl_loop *loop, rl_req *req, int fd, rl_cb cb)
 	return accept_req(loop, req);
 }
 
-int rl_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
-	    rl_cb cb)
+int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
+	    rl_req_cb cb)
 {
 	int ret = check_req(loop, req, cb);
 
@@ -132,8 +131,8 @@ int rl_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
 	return accept_req(loop, req);
 }
 
-int rl_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
-		 size_t len, unsigned flags, rl_cb cb)
+int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
+		 size_t len, unsigned flags, rl_req_cb cb)
 {
 	int ret = check_req(loop, req, cb);
 	bool grow = flags & RL_READ_FILE_GROW;
@@ -161,9 +160,9 @@ int rl_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 	req->path = path;
 	req->buf = buf;
 	req->len = len;
-	req->priv.cap = len;
+	rl__req(req)->cap = len;
 	if (grow)
-		req->priv.state |= RL__REQ_OWNBUF;
+		rl__req(req)->state |= RL__REQ_OWNBUF;
 	return accept_req(loop, req);
 }
 
@@ -171,15 +170,15 @@ int rl_cancel(rl_loop *loop, rl_req *req)
 {
 	if (!loop || !req || req->loop != loop)
 		return -EINVAL;
-	if (!(req->priv.state & RL__REQ_ACTIVE))
+	if (!(rl__req(req)->state & RL__REQ_ACTIVE))
 		return -ENOENT;
 	/* Before DONE: a request a backend finished at once because of the
 	 * first cancel is still "cancelled", not "completed". */
-	if (req->priv.state & RL__REQ_CANCEL)
+	if (rl__req(req)->state & RL__REQ_CANCEL)
 		return -EALREADY;
-	if (req->priv.state & RL__REQ_DONE)
+	if (rl__req(req)->state & RL__REQ_DONE)
 		return -ENOENT;
-	req->priv.state |= RL__REQ_CANCEL;
+	rl__req(req)->state |= RL__REQ_CANCEL;
 	loop->backend->cancel(loop, req);
 	return 0;
 }
@@ -187,10 +186,10 @@ int rl_cancel(rl_loop *loop, rl_req *req)
 /* Doubles a loop-owned read_file buffer; -EFBIG for a caller's buffer. */
 int rl__read_file_grow(rl_req *req, size_t want)
 {
-	size_t cap = req->priv.cap;
+	size_t cap = rl__req(req)->cap;
 	void *p;
 
-	if (!(req->priv.state & RL__REQ_OWNBUF))
+	if (!(rl__req(req)->state & RL__REQ_OWNBUF))
 		return -EFBIG;
 	if (cap >= RL__MAX_IO)
 		return -EFBIG;
@@ -200,7 +199,7 @@ int rl__read_file_grow(rl_req *req, size_t want)
 	if (!p)
 		return -ENOMEM;
 	req->buf = p;
-	req->len = req->priv.cap = cap;
+	req->len = rl__req(req)->cap = cap;
 	return 0;
 }
 
@@ -225,20 +224,21 @@ int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 			 int rwflags, bool (*give_up)(void), uint64_t *reads)
 {
 	struct iovec iov[2];
+	char sentinel;
 	size_t got = 0;
 	ssize_t r;
 	int ret;
 
-	if ((req->priv.state & RL__REQ_OWNBUF) && st->st_size > 0 &&
-	    (size_t)st->st_size >= req->priv.cap) {
+	if ((rl__req(req)->state & RL__REQ_OWNBUF) && st->st_size > 0 &&
+	    (size_t)st->st_size >= rl__req(req)->cap) {
 		ret = rl__read_file_grow(req, (size_t)st->st_size + 1);
 		if (ret < 0)
 			return ret;
 	}
 	for (;;) {
 		iov[0].iov_base = (char *)req->buf + got;
-		iov[0].iov_len = req->priv.cap - got;
-		iov[1].iov_base = &req->priv.sentinel;
+		iov[0].iov_len = rl__req(req)->cap - got;
+		iov[1].iov_base = &sentinel;
 		iov[1].iov_len = 1;
 		do {
 			/* Offset -1: the file position, which a pipe needs. */
@@ -255,12 +255,12 @@ int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 		}
 		if (r == 0)
 			break;
-		if ((size_t)r > req->priv.cap - got) {
-			got = req->priv.cap;
+		if ((size_t)r > rl__req(req)->cap - got) {
+			got = rl__req(req)->cap;
 			ret = rl__read_file_grow(req, got + 1);
 			if (ret < 0)
 				return ret;
-			((char *)req->buf)[got++] = req->priv.sentinel;
+			((char *)req->buf)[got++] = sentinel;
 			continue;
 		}
 		got += (size_t)r;

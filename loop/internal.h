@@ -15,10 +15,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "ringloop.h"
+#include "ringloop/ringloop.h"
 #include "queue.h"
 
-/* Request states (req->priv.state). */
+/* Request states (rl__req(req)->state). */
 enum {
 	RL__REQ_IDLE = 0,
 	RL__REQ_ACTIVE = 1u << 0,   /* submitted, callback not run yet */

@@ -28,6 +28,30 @@ uint64_t rl__clock_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+unsigned rl_version(void)
+{
+	return RL_VERSION_HEX;
+}
+
+#define RL__STR(x) #x
+#define RL__XSTR(x) RL__STR(x)
+
+const char *rl_version_string(void)
+{
+	return RL__XSTR(RL_VERSION_MAJOR) "." RL__XSTR(RL_VERSION_MINOR) "."
+		RL__XSTR(RL_VERSION_PATCH);
+}
+
+void rl_req_init(rl_req *req)
+{
+	memset(req, 0, sizeof(*req));
+}
+
+void rl_timer_init(rl_timer *timer)
+{
+	memset(timer, 0, sizeof(*timer));
+}
+
 void rl_options_init(struct rl_options *opt)
 {
 	memset(opt, 0, sizeof(*opt));
@@ -161,7 +185,7 @@ const char *rl_strerror(int err)
 
 void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 {
-	if (req->priv.state & RL__REQ_CANCEL) {
+	if (rl__req(req)->state & RL__REQ_CANCEL) {
 		/* A cancelled open that the kernel finished anyway still made
 		 * an fd nobody will ever see: close it here. */
 		if (req->op == RL_OP_OPEN && result >= 0) {
@@ -169,12 +193,12 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 			loop->stats.syscalls++;
 		}
 		/* A close that ran cannot be taken back: -ECANCELED would
-		 * tell the caller the fd is still open (see rl_close()). */
+		 * tell the caller the fd is still open (see rl_fs_close()). */
 		if (req->op != RL_OP_CLOSE || result == -ECANCELED)
 			result = -ECANCELED;
 	}
 	req->result = result;
-	req->priv.state |= RL__REQ_DONE;
+	rl__req(req)->state |= RL__REQ_DONE;
 	rl__fifo_push(&loop->ready, req);
 }
 
@@ -189,7 +213,7 @@ static int run_ready(rl_loop *loop)
 
 	loop->ready.head = loop->ready.tail = NULL;
 	while ((req = rl__fifo_pop(&batch))) {
-		req->priv.state = RL__REQ_IDLE;
+		rl__req(req)->state = RL__REQ_IDLE;
 		loop->active_reqs--;
 		loop->stats.completions++;
 		n++;

@@ -3,7 +3,7 @@
  * queue.h - the intrusive FIFO of requests.
  *
  * A request is on at most one queue at a time (ready, a backend's pending
- * queue, or the thread pool's), so one link field, req->priv.next, serves
+ * queue, or the thread pool's), so one link field, rl__req(req)->next, serves
  * them all and no queue ever allocates.
  */
 #ifndef RINGLOOP_QUEUE_H
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ringloop.h"
+#include "req.h"
 
 struct rl__fifo {
 	struct rl_req *head;
@@ -26,9 +26,9 @@ static inline bool rl__fifo_empty(const struct rl__fifo *q)
 
 static inline void rl__fifo_push(struct rl__fifo *q, struct rl_req *req)
 {
-	req->priv.next = NULL;
+	rl__req(req)->next = NULL;
 	if (q->tail)
-		q->tail->priv.next = req;
+		rl__req(q->tail)->next = req;
 	else
 		q->head = req;
 	q->tail = req;
@@ -39,10 +39,10 @@ static inline struct rl_req *rl__fifo_pop(struct rl__fifo *q)
 	struct rl_req *req = q->head;
 
 	if (req) {
-		q->head = req->priv.next;
+		q->head = rl__req(req)->next;
 		if (!q->head)
 			q->tail = NULL;
-		req->priv.next = NULL;
+		rl__req(req)->next = NULL;
 	}
 	return req;
 }
@@ -53,7 +53,7 @@ static inline void rl__fifo_splice(struct rl__fifo *dst, struct rl__fifo *src)
 	if (!src->head)
 		return;
 	if (dst->tail)
-		dst->tail->priv.next = src->head;
+		rl__req(dst->tail)->next = src->head;
 	else
 		dst->head = src->head;
 	dst->tail = src->tail;
@@ -67,17 +67,17 @@ static inline bool rl__fifo_remove(struct rl__fifo *q, struct rl_req *req)
 
 	while (cur && cur != req) {
 		prev = cur;
-		cur = cur->priv.next;
+		cur = rl__req(cur)->next;
 	}
 	if (!cur)
 		return false;
 	if (prev)
-		prev->priv.next = cur->priv.next;
+		rl__req(prev)->next = rl__req(cur)->next;
 	else
-		q->head = cur->priv.next;
+		q->head = rl__req(cur)->next;
 	if (q->tail == cur)
 		q->tail = prev;
-	cur->priv.next = NULL;
+	rl__req(cur)->next = NULL;
 	return true;
 }
 #endif /* RINGLOOP_QUEUE_H */

@@ -16,10 +16,10 @@
  *
  * Ownership. A request on the queue belongs to the pool; once a worker pops
  * it, to that worker alone, which reads its arguments and writes only its
- * result fields (priv.res, the read_file buffer); once pushed on the done
+ * result fields (the backend's words, the read_file buffer); once pushed on the done
  * list, to the loop again. The mutex and the exchange on the done list give
  * the happens-before edges between those owners. Workers never touch
- * req->priv.state nor anything in the loop: rl_cancel() may set
+ * the request's state nor anything in the loop: rl_cancel() may set
  * RL__REQ_CANCEL while a job runs, and the loop applies it afterwards.
  *
  * Wake-ups. The loop hands jobs over in batches and signals the condition
@@ -90,7 +90,7 @@ static void post_done(struct rl__pool *pool, rl_req *req)
 	unsigned pending;
 
 	do {
-		req->priv.next = head;
+		rl__req(req)->next = head;
 	} while (!atomic_compare_exchange_weak_explicit(
 		&pool->done, &head, req, memory_order_seq_cst,
 		memory_order_relaxed));
@@ -197,7 +197,7 @@ static void run_job(struct rl__worker *w, rl_req *req)
 {
 	atomic_store(&w->give_up, false);
 	atomic_store(&w->job, req);
-	req->priv.work(req);
+	rl__req(req)->work(req);
 	atomic_store(&w->job, NULL);
 }
 
@@ -334,7 +334,7 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 {
 	unsigned n = 0, wake = 0, awake;
 
-	for (rl_req *r = jobs->head; r; r = r->priv.next)
+	for (rl_req *r = jobs->head; r; r = rl__req(r)->next)
 		n++;
 	if (!n)
 		return 0;
@@ -410,13 +410,13 @@ void rl__pool_take_done(struct rl__pool *pool, struct rl__fifo *out)
 	atomic_store_explicit(&pool->ndone, 0, memory_order_relaxed);
 	/* The list is LIFO; reverse it so callbacks run in finishing order. */
 	while (list) {
-		next = list->priv.next;
-		list->priv.next = rev;
+		next = rl__req(list)->next;
+		rl__req(list)->next = rev;
 		rev = list;
 		list = next;
 	}
 	while (rev) {
-		next = rev->priv.next;
+		next = rl__req(rev)->next;
 		rl__fifo_push(out, rev);
 		rev = next;
 	}

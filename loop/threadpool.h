@@ -2,9 +2,9 @@
 /*
  * threadpool.h - a fixed set of worker threads for blocking file work.
  *
- * A job is a request: the loop sets req->priv.work and hands the request
+ * A job is a request: the loop sets rl__req(req)->work and hands the request
  * over; a worker runs work(req), which leaves its result in the request
- * (priv.res[0]), and posts the request back on a lock-free list. The pool
+ * (in the backend's words), and posts the request back on a lock-free list. The pool
  * calls notify() (an eventfd write) only for a loop that said it is going
  * to sleep, once per sleep, so a burst of completions costs the loop one
  * wake-up at most. See threadpool.c for the locking rule.
@@ -167,7 +167,7 @@ int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
 void rl__pool_destroy(struct rl__pool *pool);
 
 /*
- * Hands a batch of jobs (linked by priv.next) to the workers, waking
+ * Hands a batch of jobs (linked by rl__req(req)->next) to the workers, waking
  * sleeping ones until at most max_active workers are awake (running,
  * spinning or signalled); pass pool->nthreads for "as many as help".
  * Returns the number of workers it woke (each wake-up may be a futex call).

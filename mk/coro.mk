@@ -17,7 +17,7 @@ AARCH64_SRC  := tests/aarch64/test_switch_aarch64.c styles/coro_ctx.c \
 $(AARCH64_DIR)/test_switch: $(AARCH64_SRC) styles/coro_internal.h styles/coro.h
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O2 \
-	  -static -Iloop -Istyles -o $@ $(AARCH64_SRC)
+	  -static -Iinclude -Iloop -Istyles -o $@ $(AARCH64_SRC)
 
 test-aarch64: $(AARCH64_DIR)/test_switch
 	@test -n "$(AARCH64_QEMU)" || { echo "test-aarch64: no qemu-aarch64 (scripts/install-deps.sh --extra)"; exit 1; }

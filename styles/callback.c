@@ -5,21 +5,21 @@
  * Each pooled entry is a request plus the caller's callback and argument,
  * and keeps the buffer its last read grew, so a loop reading files of a
  * similar size stops allocating after the first few reads. Entries come in
- * chunks; a chunk is freed only by rl_cb_close().
+ * chunks; a chunk is freed only by rl_cb_ctx_close().
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "callback.h"
+#include "ringloop/callback.h"
 
 #define CHUNK 64
 
 struct entry {
 	rl_req req;
-	rl_cb_read_file_fn done;
+	rl_cb_data_fn done;
 	void *arg;
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 	struct entry *next_free;
 	bool in_use;
 };
@@ -29,7 +29,7 @@ struct chunk {
 	struct entry e[CHUNK];
 };
 
-struct rl_cbs {
+struct rl_cb_ctx {
 	rl_loop *loop;
 	struct entry *free;
 	struct chunk *chunks;
@@ -44,9 +44,9 @@ struct rl_cbs {
 #define FIRST_GUESS 256
 #define MAX_GUESS (1u << 20)
 
-int rl_cb_open(rl_loop *loop, struct rl_cbs **out)
+int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 {
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 
 	if (!loop || !out)
 		return -EINVAL;
@@ -59,7 +59,7 @@ int rl_cb_open(rl_loop *loop, struct rl_cbs **out)
 	return 0;
 }
 
-int rl_cb_close(struct rl_cbs *cbs)
+int rl_cb_ctx_close(rl_cb_ctx *cbs)
 {
 	struct chunk *c, *next;
 
@@ -77,7 +77,7 @@ int rl_cb_close(struct rl_cbs *cbs)
 	return 0;
 }
 
-static struct entry *entry_get(struct rl_cbs *cbs)
+static struct entry *entry_get(rl_cb_ctx *cbs)
 {
 	struct entry *e = cbs->free;
 
@@ -101,7 +101,7 @@ static struct entry *entry_get(struct rl_cbs *cbs)
 	return e;
 }
 
-static void entry_put(struct rl_cbs *cbs, struct entry *e)
+static void entry_put(rl_cb_ctx *cbs, struct entry *e)
 {
 	e->in_use = false;
 	e->next_free = cbs->free;
@@ -111,8 +111,8 @@ static void entry_put(struct rl_cbs *cbs, struct entry *e)
 static void read_file_done(rl_req *req)
 {
 	struct entry *e = (struct entry *)req;
-	struct rl_cbs *cbs = e->cbs;
-	rl_cb_read_file_fn done = e->done;
+	rl_cb_ctx *cbs = e->cbs;
+	rl_cb_data_fn done = e->done;
 	void *arg = e->arg;
 	int64_t res = req->result;
 
@@ -131,8 +131,8 @@ static void read_file_done(rl_req *req)
 	entry_put(cbs, e);
 }
 
-int rl_cb_read_file(struct rl_cbs *cbs, const char *path,
-		    rl_cb_read_file_fn done, void *arg)
+int rl_cb_fs_read_file(rl_cb_ctx *cbs, const char *path,
+		    rl_cb_data_fn done, void *arg)
 {
 	struct entry *e;
 	int ret;
@@ -144,7 +144,7 @@ int rl_cb_read_file(struct rl_cbs *cbs, const char *path,
 		return -ENOMEM;
 	e->done = done;
 	e->arg = arg;
-	ret = rl_read_file(cbs->loop, &e->req, path, e->req.buf,
+	ret = rl_fs_read_file(cbs->loop, &e->req, path, e->req.buf,
 			   e->req.buf ? e->req.len : cbs->guess,
 			   RL_READ_FILE_GROW, read_file_done);
 	if (ret < 0) {
@@ -159,7 +159,7 @@ int rl_cb_read_file(struct rl_cbs *cbs, const char *path,
  * keep entries pooled, then rebuilds the free list from what is left. Not
  * on a hot path: after a burst, the caller decides when to give memory
  * back. */
-size_t rl_cb_trim(struct rl_cbs *cbs, size_t keep)
+size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep)
 {
 	struct chunk **pc = &cbs->chunks, *c;
 	size_t freed = 0;
@@ -190,12 +190,12 @@ size_t rl_cb_trim(struct rl_cbs *cbs, size_t keep)
 	return freed;
 }
 
-size_t rl_cb_in_flight(const struct rl_cbs *cbs)
+size_t rl_cb_ctx_in_flight(const rl_cb_ctx *cbs)
 {
 	return cbs->in_flight;
 }
 
-size_t rl_cb_pooled(const struct rl_cbs *cbs)
+size_t rl_cb_ctx_pooled(const rl_cb_ctx *cbs)
 {
 	return cbs->pooled;
 }

@@ -43,7 +43,7 @@ static uint64_t next_id; /* process-wide numbering, for messages */
 
 /* --------------------------------------------------------------- handles */
 
-static rl_coro *handle_get(rl_coro_sched *s)
+static rl_coro *handle_get(rl_coro_ctx *s)
 {
 	rl_coro *co = s->free;
 
@@ -55,6 +55,9 @@ static rl_coro *handle_get(rl_coro_sched *s)
 		slab->next = s->slabs;
 		s->slabs = slab;
 		for (int i = SLAB_HANDLES - 1; i >= 0; i--) {
+			/* Once per handle: the loop leaves the request
+			 * reusable after each callback. */
+			rl_req_init(&slab->co[i].req);
 			slab->co[i].next = s->free;
 			s->free = &slab->co[i];
 		}
@@ -69,7 +72,7 @@ static rl_coro *handle_get(rl_coro_sched *s)
 
 static void handle_put(rl_coro *co)
 {
-	rl_coro_sched *s = co->sched;
+	rl_coro_ctx *s = co->sched;
 
 	co->sched = NULL; /* a stale handle then fails loudly in join */
 	co->next = s->free;
@@ -77,7 +80,7 @@ static void handle_put(rl_coro *co)
 	s->stats.handles--;
 }
 
-static void alive_add(rl_coro_sched *s, rl_coro *co)
+static void alive_add(rl_coro_ctx *s, rl_coro *co)
 {
 	co->prev = NULL;
 	co->next = s->alive;
@@ -87,7 +90,7 @@ static void alive_add(rl_coro_sched *s, rl_coro *co)
 	s->stats.alive++;
 }
 
-static void alive_del(rl_coro_sched *s, rl_coro *co)
+static void alive_del(rl_coro_ctx *s, rl_coro *co)
 {
 	if (co->prev)
 		co->prev->next = co->next;
@@ -118,7 +121,7 @@ static void coro_finished(rl_coro *co);
 /*
  * The resumer's floating-point control words, read once per loop epoch.
  * Every resume runs in the loop's dispatch (a callback, a task, a timer)
- * or right after rl_coro_sched_close()'s own rl_run(); the epoch changes
+ * or right after rl_coro_ctx_close()'s own rl_run(); the epoch changes
  * whenever the thread enters or leaves rl_run() or rl_loop_close(), and
  * within one epoch the callbacks hand the words back unchanged, as the
  * ABI asks of every function. So the control bits read at the first resume
@@ -222,12 +225,12 @@ static void start_now(rl_coro *co)
  * gave back, still warm. Requests keep flowing: the window is wider than
  * a ring's worth of small reads.
  */
-static bool start_put_off(const rl_coro_sched *s)
+static bool start_put_off(const rl_coro_ctx *s)
 {
 	return s->io_waiting >= s->start_window && !s->closing;
 }
 
-static void start_more(rl_coro_sched *s)
+static void start_more(rl_coro_ctx *s)
 {
 	rl_coro *co;
 
@@ -242,7 +245,7 @@ static void start_more(rl_coro_sched *s)
 static void start_task(rl_task *task)
 {
 	rl_coro *co = (rl_coro *)((char *)task - offsetof(rl_coro, task));
-	rl_coro_sched *s = co->sched;
+	rl_coro_ctx *s = co->sched;
 
 	co->start_next = NULL;
 	if (s->starts_tail)
@@ -260,7 +263,7 @@ static void start_task(rl_task *task)
  */
 void rl__coro_io_done(rl_coro *co, int64_t val)
 {
-	rl_coro_sched *s = co->sched; /* co may be freed by the resume */
+	rl_coro_ctx *s = co->sched; /* co may be freed by the resume */
 
 	rl__coro_resume(co, val);
 	if (s->starts)
@@ -277,7 +280,7 @@ void rl__coro_wake_later(rl_coro *co, int64_t val)
 /* Back on the resumer's stack after co returned from its function. */
 static void coro_finished(rl_coro *co)
 {
-	rl_coro_sched *s = co->sched;
+	rl_coro_ctx *s = co->sched;
 	rl_coro *joiner = co->joiner;
 
 	alive_del(s, co);
@@ -298,17 +301,17 @@ static void coro_finished(rl_coro *co)
 /* rl_loop_close() of our loop, before the loop cancels anything. */
 static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
 {
-	rl_coro_sched *s = (rl_coro_sched *)((char *)hook -
-					     offsetof(rl_coro_sched, close_hook));
+	rl_coro_ctx *s = (rl_coro_ctx *)((char *)hook -
+					     offsetof(rl_coro_ctx, close_hook));
 
 	(void)loop;
-	return rl_coro_sched_close(s);
+	return rl_coro_ctx_close(s);
 }
 
-int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
-		       const struct rl_coro_sched_options *opt)
+int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
+		       const struct rl_coro_ctx_options *opt)
 {
-	rl_coro_sched *s;
+	rl_coro_ctx *s;
 	int ret;
 
 	if (!out)
@@ -349,19 +352,19 @@ int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
 	return 0;
 }
 
-rl_loop *rl_coro_sched_loop(const rl_coro_sched *sched)
+rl_loop *rl_coro_ctx_loop(const rl_coro_ctx *sched)
 {
 	return sched->loop;
 }
 
-void rl_coro_sched_stats(const rl_coro_sched *sched,
-			 struct rl_coro_sched_stats *out)
+void rl_coro_ctx_stats(const rl_coro_ctx *sched,
+			 struct rl_coro_ctx_stats *out)
 {
 	*out = sched->stats;
 }
 
 /* Makes whatever co waits for finish now, with -ECANCELED where it can. */
-static void cancel_wait(rl_coro_sched *s, rl_coro *co)
+static void cancel_wait(rl_coro_ctx *s, rl_coro *co)
 {
 	rl_coro *target;
 
@@ -393,7 +396,7 @@ static void cancel_wait(rl_coro_sched *s, rl_coro *co)
 	}
 }
 
-int rl_coro_sched_close(rl_coro_sched *s)
+int rl_coro_ctx_close(rl_coro_ctx *s)
 {
 	struct rl__coro_slab *slab;
 	rl_coro *co;
@@ -441,7 +444,7 @@ int rl_coro_sched_close(rl_coro_sched *s)
 
 /* ------------------------------------------------------------- coroutines */
 
-int rl_coro_spawn(rl_coro_sched *s, rl_coro **out, rl_coro_fn fn, void *arg,
+int rl_coro_spawn(rl_coro_ctx *s, rl_coro **out, rl_coro_fn fn, void *arg,
 		  const struct rl_coro_options *opt)
 {
 	size_t size = opt && opt->stack_size ? opt->stack_size : s ? s->stack_size : 0;

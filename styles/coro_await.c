@@ -16,7 +16,7 @@
 #include <errno.h>
 
 #include "coro_internal.h"
-#include "promise.h"
+#include "ringloop/promise.h"
 
 struct await_rec {
 	rl_coro *co;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coro.h"
+#include "ringloop/coro.h"
 
 /* ------------------------------------------------------------ sanitizers */
 
@@ -133,7 +133,7 @@ enum {
 struct rl_coro {
 	void *sp;		/* its stack pointer while suspended */
 	void *caller_sp;	/* the resumer's, while it runs */
-	rl_coro_sched *sched;
+	rl_coro_ctx *sched;
 	struct rl__coro_stack *stack;
 	rl_coro_fn fn;
 	void *arg;
@@ -172,7 +172,7 @@ struct rl_coro {
 
 struct rl__coro_slab;
 
-struct rl_coro_sched {
+struct rl_coro_ctx {
 	rl_loop *loop;
 	rl_coro_pool *pool;
 	rl_close_hook close_hook; /* rl_loop_close() closes us first */
@@ -183,10 +183,10 @@ struct rl_coro_sched {
 	rl_coro *alive;		/* spawned, not finished */
 	rl_coro *starts, *starts_tail; /* to start, in spawn order */
 	size_t io_waiting;	/* coroutines suspended on a request */
-	size_t start_window;	/* see rl_coro_sched_options */
+	size_t start_window;	/* see rl_coro_ctx_options */
 	rl_coro *free;		/* recycled handles */
 	struct rl__coro_slab *slabs;
-	struct rl_coro_sched_stats stats;
+	struct rl_coro_ctx_stats stats;
 };
 
 /* The running coroutine of this thread. initial-exec: one instruction to

@@ -25,22 +25,21 @@ static void req_done(rl_req *req)
 	rl__coro_io_done(req->data, req->result);
 }
 
-/* The coroutine's one request, ready for a submitting call. Handles come
- * from malloc'ed slabs and only the fields before req are cleared, so the
- * state must start idle here; between calls the loop leaves it idle. */
+/* The coroutine's one request, ready for a submitting call. It was
+ * initialised with its handle's slab, and the loop leaves it reusable
+ * after each callback. */
 static rl_req *coro_req(rl_coro *co)
 {
 	rl_req *req = &co->req;
 
 	req->data = co;
-	req->priv.state = 0;
 	return req;
 }
 
 /* Waits for a request the caller submitted (ret: the submit's result). */
 static int64_t wait_req(rl_coro *co, rl_req *req, int ret)
 {
-	rl_coro_sched *s = co->sched;
+	rl_coro_ctx *s = co->sched;
 	int64_t v;
 
 	if (ret < 0)
@@ -53,7 +52,7 @@ static int64_t wait_req(rl_coro *co, rl_req *req, int ret)
 	return v;
 }
 
-int64_t rl_coro_read_file(const char *path, void *buf, size_t len)
+int64_t rl_coro_fs_read_file(const char *path, void *buf, size_t len)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
@@ -62,11 +61,11 @@ int64_t rl_coro_read_file(const char *path, void *buf, size_t len)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return wait_req(co, req, rl_read_file(co->sched->loop, req, path, buf,
+	return wait_req(co, req, rl_fs_read_file(co->sched->loop, req, path, buf,
 					      len, 0, req_done));
 }
 
-int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap)
+int64_t rl_coro_fs_read_file_grow(const char *path, void **buf, size_t *cap)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
@@ -79,7 +78,7 @@ int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap)
 		return -EINVAL;
 	req = coro_req(co);
 	req->buf = NULL; /* stays NULL if the submit fails early */
-	ret = wait_req(co, req, rl_read_file(co->sched->loop, req, path, *buf,
+	ret = wait_req(co, req, rl_fs_read_file(co->sched->loop, req, path, *buf,
 					      *cap, RL_READ_FILE_GROW, req_done));
 	/* The loop may have grown the buffer, also on a failed read. */
 	if (req->buf) {
@@ -89,7 +88,7 @@ int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap)
 	return ret;
 }
 
-int rl_coro_open(const char *path, int flags, unsigned mode)
+int rl_coro_fs_open(const char *path, int flags, unsigned mode)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
@@ -98,11 +97,11 @@ int rl_coro_open(const char *path, int flags, unsigned mode)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return (int)wait_req(co, req, rl_open(co->sched->loop, req, path,
+	return (int)wait_req(co, req, rl_fs_open(co->sched->loop, req, path,
 					      flags, mode, req_done));
 }
 
-int64_t rl_coro_read(int fd, void *buf, size_t len, int64_t offset)
+int64_t rl_coro_fs_read(int fd, void *buf, size_t len, int64_t offset)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
@@ -111,11 +110,11 @@ int64_t rl_coro_read(int fd, void *buf, size_t len, int64_t offset)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return wait_req(co, req, rl_read(co->sched->loop, req, fd, buf, len,
+	return wait_req(co, req, rl_fs_read(co->sched->loop, req, fd, buf, len,
 					 offset, req_done));
 }
 
-int rl_coro_close(int fd)
+int rl_coro_fs_close(int fd)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
@@ -124,11 +123,11 @@ int rl_coro_close(int fd)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return (int)wait_req(co, req, rl_close(co->sched->loop, req, fd,
+	return (int)wait_req(co, req, rl_fs_close(co->sched->loop, req, fd,
 					       req_done));
 }
 
-int rl_coro_stat(const char *path, struct statx *stx)
+int rl_coro_fs_stat(const char *path, struct statx *stx)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
@@ -137,7 +136,7 @@ int rl_coro_stat(const char *path, struct statx *stx)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return (int)wait_req(co, req, rl_stat(co->sched->loop, req, path, stx,
+	return (int)wait_req(co, req, rl_fs_stat(co->sched->loop, req, path, stx,
 					      req_done));
 }
 
@@ -154,8 +153,8 @@ int rl_coro_sleep(uint64_t ms)
 
 	if (!co)
 		return err;
+	rl_timer_init(&timer);
 	timer.data = co;
-	timer.state = 0;
 	err = rl_timer_start(co->sched->loop, &timer, ms, 0, timer_done);
 	if (err < 0)
 		return err;

@@ -88,56 +88,56 @@ static void req_cb(rl_req *req)
 	op_done(op, req->result < 0 ? (int)req->result : 0, value);
 }
 
-rl_promise *rl_promise_read_file(rl_promise_ctx *ctx, const char *path,
+rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 				 void *buf, size_t len)
 {
 	struct rl__op *op = ctx ? op_new(ctx) : NULL;
 
 	if (!op)
 		return NULL;
-	return op_submitted(op, rl_read_file(ctx->loop, &op->u.req, path, buf,
+	return op_submitted(op, rl_fs_read_file(ctx->loop, &op->u.req, path, buf,
 					     len, 0, req_cb));
 }
 
-rl_promise *rl_promise_open(rl_promise_ctx *ctx, const char *path, int flags,
+rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 			    unsigned mode)
 {
 	struct rl__op *op = ctx ? op_new(ctx) : NULL;
 
 	if (!op)
 		return NULL;
-	return op_submitted(op, rl_open(ctx->loop, &op->u.req, path, flags,
+	return op_submitted(op, rl_fs_open(ctx->loop, &op->u.req, path, flags,
 					mode, req_cb));
 }
 
-rl_promise *rl_promise_read(rl_promise_ctx *ctx, int fd, void *buf,
+rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
 			    size_t len, int64_t offset)
 {
 	struct rl__op *op = ctx ? op_new(ctx) : NULL;
 
 	if (!op)
 		return NULL;
-	return op_submitted(op, rl_read(ctx->loop, &op->u.req, fd, buf, len,
+	return op_submitted(op, rl_fs_read(ctx->loop, &op->u.req, fd, buf, len,
 					offset, req_cb));
 }
 
-rl_promise *rl_promise_close(rl_promise_ctx *ctx, int fd)
+rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd)
 {
 	struct rl__op *op = ctx ? op_new(ctx) : NULL;
 
 	if (!op)
 		return NULL;
-	return op_submitted(op, rl_close(ctx->loop, &op->u.req, fd, req_cb));
+	return op_submitted(op, rl_fs_close(ctx->loop, &op->u.req, fd, req_cb));
 }
 
-rl_promise *rl_promise_stat(rl_promise_ctx *ctx, const char *path,
+rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 			    struct statx *stx)
 {
 	struct rl__op *op = ctx ? op_new(ctx) : NULL;
 
 	if (!op)
 		return NULL;
-	return op_submitted(op, rl_stat(ctx->loop, &op->u.req, path, stx,
+	return op_submitted(op, rl_fs_stat(ctx->loop, &op->u.req, path, stx,
 					req_cb));
 }
 

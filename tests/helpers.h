@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ringloop.h"
+#include "ringloop/ringloop.h"
 
 struct tp {
 	int backend;

@@ -4,7 +4,7 @@
 #define RL_TEST_PROMISE_HELPERS_H
 
 #include "helpers.h"
-#include "promise.h"
+#include "ringloop/promise.h"
 
 static inline rl_promise_ctx *topen(rl_loop *loop)
 {

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "callback.h"
+#include "ringloop/callback.h"
 #include "helpers.h"
 
 struct got {
@@ -28,15 +28,15 @@ BACKEND_TEST(callback, read_file_ok_and_missing)
 {
 	const char *path = tfile("cbfile", 12);
 	struct got ok = { 0 }, missing = { 0 };
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
-	cr_assert_eq(rl_cb_read_file(cbs, path, done, &ok), 0);
-	cr_assert_eq(rl_cb_read_file(cbs, tpath("missing"), done, &missing),
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, path, done, &ok), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, tpath("missing"), done, &missing),
 		     0);
 	cr_assert_eq(ok.calls, 0);
-	cr_assert_eq(rl_cb_in_flight(cbs), 2);
+	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 2);
 	trun(loop);
 	cr_assert_eq(ok.calls, 1);
 	cr_assert_eq(ok.err, 0);
@@ -44,32 +44,32 @@ BACKEND_TEST(callback, read_file_ok_and_missing)
 	tcheck("cbfile", ok.data, 12);
 	cr_assert_eq(missing.calls, 1);
 	cr_assert_eq(missing.err, -ENOENT);
-	cr_assert_eq(rl_cb_in_flight(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 0);
 	tclose(loop);
-	cr_assert_eq(rl_cb_close(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 }
 
 BACKEND_TEST(callback, sync_errors_never_call_back)
 {
 	struct got g = { 0 };
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
-	cr_assert_eq(rl_cb_read_file(cbs, NULL, done, &g), -EFAULT);
-	cr_assert_eq(rl_cb_read_file(cbs, "", done, &g), -ENOENT);
-	cr_assert_eq(rl_cb_read_file(cbs, "x", NULL, &g), -EINVAL);
-	cr_assert_eq(rl_cb_in_flight(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, NULL, done, &g), -EFAULT);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, "", done, &g), -ENOENT);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, "x", NULL, &g), -EINVAL);
+	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 0);
 	trun(loop);
 	cr_assert_eq(g.calls, 0);
 	tclose(loop);
-	cr_assert_eq(rl_cb_close(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 }
 
 /* The pool stops growing once it holds as many requests as were ever in
  * flight at once: steady state allocates nothing. */
 static int chain_left;
-static struct rl_cbs *chain_cbs;
+static rl_cb_ctx *chain_cbs;
 static const char *chain_path;
 
 static void chain_done(int err, const void *data, size_t len, void *arg)
@@ -78,52 +78,52 @@ static void chain_done(int err, const void *data, size_t len, void *arg)
 	cr_assert_eq(err, 0);
 	cr_assert_eq(len, 3000);
 	if (--chain_left > 0)
-		cr_assert_eq(rl_cb_read_file(chain_cbs, chain_path, chain_done,
+		cr_assert_eq(rl_cb_fs_read_file(chain_cbs, chain_path, chain_done,
 					     arg), 0);
 }
 
 BACKEND_TEST(callback, pool_reuses_requests)
 {
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 	size_t pooled;
 	rl_loop *loop = tloop(tp);
 
 	chain_path = tfile("chain", 3000); /* bigger than the first guess */
-	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
 	chain_cbs = cbs;
 	chain_left = 50;
-	cr_assert_eq(rl_cb_read_file(cbs, chain_path, chain_done, NULL), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, chain_path, chain_done, NULL), 0);
 	trun(loop);
 	cr_assert_eq(chain_left, 0);
-	pooled = rl_cb_pooled(cbs);
+	pooled = rl_cb_ctx_pooled(cbs);
 	chain_left = 500;
-	cr_assert_eq(rl_cb_read_file(cbs, chain_path, chain_done, NULL), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, chain_path, chain_done, NULL), 0);
 	trun(loop);
 	cr_assert_eq(chain_left, 0);
-	cr_assert_eq(rl_cb_pooled(cbs), pooled, "pool grew in steady state");
+	cr_assert_eq(rl_cb_ctx_pooled(cbs), pooled, "pool grew in steady state");
 	tclose(loop);
-	cr_assert_eq(rl_cb_close(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 }
 
 BACKEND_TEST(callback, close_loop_with_reads_in_flight)
 {
 	const char *path = tfile("cbclose", 100);
 	struct got g[50] = { 0 };
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
 	for (int i = 0; i < 50; i++)
-		cr_assert_eq(rl_cb_read_file(cbs, path, done, &g[i]), 0);
-	cr_assert_eq(rl_cb_close(cbs), -EBUSY);
+		cr_assert_eq(rl_cb_fs_read_file(cbs, path, done, &g[i]), 0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), -EBUSY);
 	tclose(loop);
 	for (int i = 0; i < 50; i++) {
 		cr_assert_eq(g[i].calls, 1);
 		cr_assert(g[i].err == -ECANCELED ||
 			  (g[i].err == 0 && g[i].len == 100));
 	}
-	cr_assert_eq(rl_cb_in_flight(cbs), 0);
-	cr_assert_eq(rl_cb_close(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 }
 
 /* A burst grows the pool; trim gives the memory back but never an entry
@@ -133,24 +133,24 @@ BACKEND_TEST(callback, pool_grows_under_load_and_trims_back)
 	const char *path = tfile("burst", 12);
 	static struct got g[1000];
 	struct got one = { 0 };
-	struct rl_cbs *cbs;
+	rl_cb_ctx *cbs;
 	rl_loop *loop = tloop(tp);
 
 	memset(g, 0, sizeof(g));
-	cr_assert_eq(rl_cb_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
 	for (int i = 0; i < 1000; i++)
-		cr_assert_eq(rl_cb_read_file(cbs, path, done, &g[i]), 0);
-	cr_assert_geq(rl_cb_pooled(cbs), 1000);
-	cr_assert_eq(rl_cb_trim(cbs, 0), 0, "every entry is in use");
+		cr_assert_eq(rl_cb_fs_read_file(cbs, path, done, &g[i]), 0);
+	cr_assert_geq(rl_cb_ctx_pooled(cbs), 1000);
+	cr_assert_eq(rl_cb_ctx_trim(cbs, 0), 0, "every entry is in use");
 	trun(loop);
 	for (int i = 0; i < 1000; i++)
 		cr_assert_eq(g[i].calls, 1);
-	cr_assert_eq(rl_cb_read_file(cbs, path, done, &one), 0);
-	cr_assert_gt(rl_cb_trim(cbs, 0), 0);
-	cr_assert_leq(rl_cb_pooled(cbs), 64, "one chunk in use remains");
+	cr_assert_eq(rl_cb_fs_read_file(cbs, path, done, &one), 0);
+	cr_assert_gt(rl_cb_ctx_trim(cbs, 0), 0);
+	cr_assert_leq(rl_cb_ctx_pooled(cbs), 64, "one chunk in use remains");
 	trun(loop);
 	cr_assert_eq(one.calls, 1);
 	cr_assert_eq(one.len, 12);
 	tclose(loop);
-	cr_assert_eq(rl_cb_close(cbs), 0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 }

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "coro_helpers.h"
-#include "promise.h"
+#include "ringloop/promise.h"
 
 /* ------------------------------------------------------------ basic calls */
 
@@ -31,7 +31,7 @@ static int64_t read_one(void *arg)
 
 	r->calls++;
 	r->thread = pthread_self();
-	r->res = rl_coro_read_file(r->path, r->buf, sizeof(r->buf));
+	r->res = rl_coro_fs_read_file(r->path, r->buf, sizeof(r->buf));
 	return r->res;
 }
 
@@ -39,7 +39,7 @@ BACKEND_TEST(coro, read_file)
 {
 	struct rf r = { .path = tfile("small", 12) };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	rl_coro *co;
 
 	cr_assert_eq(rl_coro_spawn(s, &co, read_one, &r, NULL), 0);
@@ -75,17 +75,17 @@ static int64_t sequence(void *arg)
 	rl_loop *loop = rl_coro_loop();
 	uint64_t t0;
 
-	q->fd = rl_coro_open(q->path, O_RDONLY | O_CLOEXEC, 0);
+	q->fd = rl_coro_fs_open(q->path, O_RDONLY | O_CLOEXEC, 0);
 	q->steps++;
-	q->n1 = rl_coro_read(q->fd, q->buf, 100, 0);
+	q->n1 = rl_coro_fs_read(q->fd, q->buf, 100, 0);
 	q->steps++;
-	q->n2 = rl_coro_read(q->fd, q->buf + 100, 200, 100);
+	q->n2 = rl_coro_fs_read(q->fd, q->buf + 100, 200, 100);
 	q->steps++;
-	q->n3 = rl_coro_read(q->fd, q->buf, 10, 1000); /* past the end */
+	q->n3 = rl_coro_fs_read(q->fd, q->buf, 10, 1000); /* past the end */
 	q->steps++;
-	q->close_res = rl_coro_close(q->fd);
+	q->close_res = rl_coro_fs_close(q->fd);
 	q->steps++;
-	q->stat_res = rl_coro_stat(q->path, &stx);
+	q->stat_res = rl_coro_fs_stat(q->path, &stx);
 	q->size = stx.stx_size;
 	q->steps++;
 	t0 = rl_now_ms(loop);
@@ -94,9 +94,9 @@ static int64_t sequence(void *arg)
 	q->steps++;
 	q->yield_res = rl_coro_yield();
 	q->steps++;
-	q->open_missing = rl_coro_open(q->missing, O_RDONLY, 0);
-	q->rf_missing = rl_coro_read_file(q->missing, q->buf, sizeof(q->buf));
-	q->stat_missing = rl_coro_stat(q->missing, &stx);
+	q->open_missing = rl_coro_fs_open(q->missing, O_RDONLY, 0);
+	q->rf_missing = rl_coro_fs_read_file(q->missing, q->buf, sizeof(q->buf));
+	q->stat_missing = rl_coro_fs_stat(q->missing, &stx);
 	return 7;
 }
 
@@ -105,7 +105,7 @@ BACKEND_TEST(coro, every_suspending_call)
 	struct seq q = { .path = tfile("seq", 250),
 			 .missing = tpath("no-such-file") };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct rl_stats st;
 
 	cr_assert_eq(rl_coro_spawn(s, NULL, sequence, &q, NULL), 0);
@@ -143,7 +143,7 @@ static int64_t grow_fn(void *arg)
 {
 	struct grow *g = arg;
 
-	g->res = rl_coro_read_file_grow(g->path, &g->buf, &g->cap);
+	g->res = rl_coro_fs_read_file_grow(g->path, &g->buf, &g->cap);
 	return 0;
 }
 
@@ -151,7 +151,7 @@ BACKEND_TEST(coro, read_file_grow)
 {
 	struct grow g = { .path = tfile("grow", 100000) };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 
 	cr_assert_eq(rl_coro_spawn(s, NULL, grow_fn, &g, NULL), 0);
 	trun(loop);
@@ -171,12 +171,12 @@ Test(coro, outside_a_coroutine_is_eperm)
 	void *gb = NULL;
 	size_t gcap = 0;
 
-	cr_assert_eq(rl_coro_read_file("/etc/hostname", buf, sizeof(buf)), -EPERM);
-	cr_assert_eq(rl_coro_read_file_grow("/etc/hostname", &gb, &gcap), -EPERM);
-	cr_assert_eq(rl_coro_open("/etc/hostname", O_RDONLY, 0), -EPERM);
-	cr_assert_eq(rl_coro_read(0, buf, 1, 0), -EPERM);
-	cr_assert_eq(rl_coro_close(0), -EPERM);
-	cr_assert_eq(rl_coro_stat("/", &stx), -EPERM);
+	cr_assert_eq(rl_coro_fs_read_file("/etc/hostname", buf, sizeof(buf)), -EPERM);
+	cr_assert_eq(rl_coro_fs_read_file_grow("/etc/hostname", &gb, &gcap), -EPERM);
+	cr_assert_eq(rl_coro_fs_open("/etc/hostname", O_RDONLY, 0), -EPERM);
+	cr_assert_eq(rl_coro_fs_read(0, buf, 1, 0), -EPERM);
+	cr_assert_eq(rl_coro_fs_close(0), -EPERM);
+	cr_assert_eq(rl_coro_fs_stat("/", &stx), -EPERM);
 	cr_assert_eq(rl_coro_sleep(1), -EPERM);
 	cr_assert_eq(rl_coro_yield(), -EPERM);
 	cr_assert_eq(rl_coro_join(NULL), -EPERM);
@@ -188,7 +188,7 @@ Test(coro, outside_a_coroutine_is_eperm)
 BACKEND_TEST(coro, bad_arguments)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct rl_coro_options small = { .stack_size = 4096 };
 	rl_coro *co = (rl_coro *)1;
 
@@ -196,7 +196,7 @@ BACKEND_TEST(coro, bad_arguments)
 	cr_assert_null(co);
 	cr_assert_eq(rl_coro_spawn(s, &co, read_one, NULL, &small), -EINVAL);
 	cr_assert_eq(rl_coro_spawn(NULL, &co, read_one, NULL, NULL), -EINVAL);
-	cr_assert_eq(rl_coro_sched_open(loop, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_coro_ctx_open(loop, NULL, NULL), -EINVAL);
 	tsched_close(s);
 	tclose(loop);
 }
@@ -221,7 +221,7 @@ static int64_t quick(void *arg)
 }
 
 struct joins {
-	rl_coro_sched *s;
+	rl_coro_ctx *s;
 	int ran;
 	int64_t v_wait, v_done, v_self, v_twice;
 	int b_was_done;
@@ -252,7 +252,7 @@ BACKEND_TEST(coro, join_returns_the_value)
 {
 	rl_loop *loop = tloop(tp);
 	struct joins j = { .s = tsched(loop) };
-	struct rl_coro_sched_stats st;
+	struct rl_coro_ctx_stats st;
 	rl_coro *p;
 
 	cr_assert_eq(rl_coro_spawn(j.s, &p, parent, &j, NULL), 0);
@@ -263,7 +263,7 @@ BACKEND_TEST(coro, join_returns_the_value)
 	cr_assert_eq(j.v_done, -ENOENT);
 	cr_assert(j.b_was_done);
 	cr_assert_eq(j.v_twice, -EINVAL);
-	rl_coro_sched_stats(j.s, &st);
+	rl_coro_ctx_stats(j.s, &st);
 	cr_assert_eq(st.spawned, 4);
 	cr_assert_eq(st.finished, 4);
 	cr_assert_eq(st.handles, 1); /* p, never joined: freed by close */
@@ -281,7 +281,7 @@ static int64_t joiner2(void *arg)
 BACKEND_TEST(coro, second_joiner_is_einval)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	int ran = 0;
 	rl_coro *t, *j1, *j2;
 	int64_t (*get)(void *) = joiner2;
@@ -314,10 +314,10 @@ static int64_t awaiter(void *arg)
 	struct rl_value v = { 5, NULL };
 
 	a->r_ready = rl_coro_await(rl_promise_resolved(a->ctx, v), &a->v_ready);
-	a->r_read = rl_coro_await(rl_promise_read_file(a->ctx, a->path, a->buf,
+	a->r_read = rl_coro_await(rl_promise_fs_read_file(a->ctx, a->path, a->buf,
 						       sizeof(a->buf)),
 				  &a->v_read);
-	a->r_missing = rl_coro_await(rl_promise_read_file(a->ctx, a->missing,
+	a->r_missing = rl_coro_await(rl_promise_fs_read_file(a->ctx, a->missing,
 							  a->buf, sizeof(a->buf)),
 				     NULL);
 	a->r_rejected = rl_coro_await(rl_promise_rejected(a->ctx, -EIO), NULL);
@@ -336,7 +336,7 @@ static void settle_later(rl_timer *t, int status)
 BACKEND_TEST(coro, await_fulfilled_and_rejected)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct aw a = { .path = tfile("aw", 20), .missing = tpath("nope") };
 	rl_timer t = { 0 };
 
@@ -373,7 +373,7 @@ static int64_t await_forever(void *arg)
 BACKEND_TEST(coro, close_withdraws_an_await)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	rl_promise_ctx *ctx;
 	rl_promise *p;
 	rl_coro *co;
@@ -385,7 +385,7 @@ BACKEND_TEST(coro, close_withdraws_an_await)
 	trun(loop);
 	cr_assert_not(rl_coro_done(co));
 	cr_assert_eq(rl_promise_ctx_live(ctx), 1, "the await keeps p alive");
-	cr_assert_eq(rl_coro_sched_close(s), 0);
+	cr_assert_eq(rl_coro_ctx_close(s), 0);
 	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
 	tclose(loop);
 	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
@@ -403,7 +403,7 @@ static int64_t await_value(void *arg)
 BACKEND_TEST(coro, close_after_settle_delivers_the_value)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	rl_promise_ctx *ctx;
 	rl_promise *p;
 
@@ -415,7 +415,7 @@ BACKEND_TEST(coro, close_after_settle_delivers_the_value)
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* it awaits */
 	cr_assert_eq(rl_promise_resolve(p, (struct rl_value){ 7, NULL }), 0);
 	rl_promise_unref(p);
-	cr_assert_eq(rl_coro_sched_close(s), 0);
+	cr_assert_eq(rl_coro_ctx_close(s), 0);
 	cr_assert_eq(settled_value.i, 7);
 	tclose(loop);
 	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
@@ -458,7 +458,7 @@ static int64_t many_fn(void *arg)
 	/* All 10,000 are suspended here at once. */
 	if (rl_coro_sleep(1) != 0)
 		m->bad++;
-	if (rl_coro_read_file(m->path, buf, sizeof(buf)) != 12)
+	if (rl_coro_fs_read_file(m->path, buf, sizeof(buf)) != 12)
 		m->bad++;
 	else
 		for (int i = 0; i < 12; i++)
@@ -473,7 +473,7 @@ BACKEND_TEST(coro, ten_thousand_alive_at_once)
 {
 	struct many m = { .path = tfile("many", 12) };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct rusage ru0, ru1;
 	long rss0;
 
@@ -510,7 +510,7 @@ BACKEND_TEST(coro, ten_thousand_alive_at_once)
 /* Stacks are recycled: coroutines one after another share one mapping. */
 static int64_t chain(void *arg)
 {
-	rl_coro_sched *s = arg;
+	rl_coro_ctx *s = arg;
 	rl_coro *next;
 	int64_t total = 0;
 	int ran = 0;
@@ -527,13 +527,13 @@ BACKEND_TEST(coro, stacks_are_pooled)
 {
 	rl_loop *loop = tloop(tp);
 	rl_coro_pool *pool;
-	struct rl_coro_sched_options opt = { .pool = NULL };
+	struct rl_coro_ctx_options opt = { .pool = NULL };
 	struct rl_coro_pool_stats ps;
-	rl_coro_sched *s;
+	rl_coro_ctx *s;
 
 	cr_assert_eq(rl_coro_pool_open(&pool, 0), 0);
 	opt.pool = pool;
-	cr_assert_eq(rl_coro_sched_open(loop, &s, &opt), 0);
+	cr_assert_eq(rl_coro_ctx_open(loop, &s, &opt), 0);
 	cr_assert_eq(rl_coro_spawn(s, NULL, chain, s, NULL), 0);
 	trun(loop);
 	rl_coro_pool_stats(pool, &ps);
@@ -561,7 +561,7 @@ static int64_t big_frame(void *arg)
 BACKEND_TEST(coro, stack_size_option)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct rl_coro_options opt = { .stack_size = 512 * 1024, .name = "big" };
 	rl_coro *co;
 
@@ -605,11 +605,11 @@ Test(coro, guard_page_names_the_overflowing_coroutine)
 	if (pid == 0) {
 		struct rl_coro_options opt = { .name = "deep-recursion" };
 		rl_loop *loop;
-		rl_coro_sched *s;
+		rl_coro_ctx *s;
 
 		dup2(pipefd[1], STDERR_FILENO);
 		close(pipefd[0]);
-		if (rl_loop_open(&loop, NULL) || rl_coro_sched_open(loop, &s, NULL) ||
+		if (rl_loop_open(&loop, NULL) || rl_coro_ctx_open(loop, &s, NULL) ||
 		    rl_coro_spawn(s, NULL, overflow, NULL, &opt))
 			_exit(3);
 		rl_run(loop, RL_RUN_DEFAULT);
@@ -637,7 +637,7 @@ struct closing {
 	char late_buf[8];
 	int yields, finished, spawn_res;
 	const char *path;
-	rl_coro_sched *s;
+	rl_coro_ctx *s;
 };
 
 static int64_t c_sleeper(void *arg)
@@ -646,7 +646,7 @@ static int64_t c_sleeper(void *arg)
 
 	c->sleep_res = rl_coro_sleep(100000);
 	/* Unwinding: every further call fails at once. */
-	c->late_res = rl_coro_read_file(c->path, c->late_buf, sizeof(c->late_buf));
+	c->late_res = rl_coro_fs_read_file(c->path, c->late_buf, sizeof(c->late_buf));
 	c->finished++;
 	return 5;
 }
@@ -683,7 +683,7 @@ static int64_t c_reader(void *arg)
 	/* In flight when the scheduler closes: either it finished in time
 	 * or it was cancelled, never anything else. The sleep is surely
 	 * cancelled, and the spawn after it refused. */
-	c->read_res = rl_coro_read_file(c->path, buf, sizeof(buf));
+	c->read_res = rl_coro_fs_read_file(c->path, buf, sizeof(buf));
 	c->reader_sleep_res = rl_coro_sleep(100000);
 	c->spawn_res = rl_coro_spawn(c->s, NULL, quick, &unused_ran, NULL);
 	c->finished++;
@@ -694,7 +694,7 @@ BACKEND_TEST(coro, closing_cancels_and_unwinds)
 {
 	struct closing c = { .path = tfile("cl", 12) };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	int calls = 0;
 	rl_coro *late;
 
@@ -707,7 +707,7 @@ BACKEND_TEST(coro, closing_cancels_and_unwinds)
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	/* One that never got to start. */
 	cr_assert_eq(rl_coro_spawn(s, &late, quick, &calls, NULL), 0);
-	cr_assert_eq(rl_coro_sched_close(s), 0);
+	cr_assert_eq(rl_coro_ctx_close(s), 0);
 	cr_assert_eq(c.sleep_res, -ECANCELED);
 	cr_assert_eq(c.late_res, -ECANCELED);
 	cr_assert_eq(c.join_res, -ECANCELED);
@@ -738,7 +738,7 @@ static int64_t bl_reader(void *arg)
 	struct by_loop *b = arg;
 	char c;
 
-	b->read_res = rl_coro_read(b->fd, &c, 1, -1);
+	b->read_res = rl_coro_fs_read(b->fd, &c, 1, -1);
 	b->finished++;
 	return 0;
 }
@@ -774,7 +774,7 @@ BACKEND_TEST(coro, loop_close_closes_the_scheduler)
 {
 	struct by_loop b = { 0 };
 	rl_promise_ctx *ctx;
-	rl_coro_sched *s;
+	rl_coro_ctx *s;
 	rl_loop *loop;
 	int fds[2];
 
@@ -791,7 +791,7 @@ BACKEND_TEST(coro, loop_close_closes_the_scheduler)
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(rl_coro_spawn(s, NULL, bl_late, &b, NULL), 0);
 	cr_assert_eq(b.finished, 0);
-	tclose(loop); /* no rl_coro_sched_close() */
+	tclose(loop); /* no rl_coro_ctx_close() */
 	cr_assert_eq(b.finished, 4);
 	cr_assert_eq(b.read_res, -ECANCELED);
 	cr_assert_eq(b.sleep_res, -ECANCELED);
@@ -804,14 +804,14 @@ BACKEND_TEST(coro, loop_close_closes_the_scheduler)
 }
 
 /* sched_close from inside the loop (a callback) would have to wait there. */
-static rl_coro_sched *busy_sched;
+static rl_coro_ctx *busy_sched;
 static int busy_res;
 
 static void close_from_cb(rl_timer *t, int status)
 {
 	(void)t;
 	(void)status;
-	busy_res = rl_coro_sched_close(busy_sched);
+	busy_res = rl_coro_ctx_close(busy_sched);
 }
 
 static int64_t sleepy(void *arg)

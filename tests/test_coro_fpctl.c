@@ -95,7 +95,7 @@ static int64_t fp_worker(void *arg)
 	for (int i = 0; i < FP_ROUNDS; i++) {
 		/* Three ways back in: a request's callback, a timer's, and
 		 * a microtask. */
-		if (rl_coro_read_file(c->path, buf, sizeof(buf)) != 16)
+		if (rl_coro_fs_read_file(c->path, buf, sizeof(buf)) != 16)
 			c->bad++;
 		c->bad += !own_state(c);
 		c->steps++;
@@ -134,7 +134,7 @@ static void fp_cb_done(rl_req *req)
 #endif
 	if (c->calls < 3 * FP_ROUNDS) {
 		c->req.data = c;
-		cr_assert_eq(rl_read_file(c->loop, &c->req, c->path, c->buf,
+		cr_assert_eq(rl_fs_read_file(c->loop, &c->req, c->path, c->buf,
 					  sizeof(c->buf), 0, fp_cb_done), 0);
 	}
 }
@@ -142,7 +142,7 @@ static void fp_cb_done(rl_req *req)
 BACKEND_TEST(coro_fpctl, each_side_keeps_its_own_state)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	const char *path = tfile("fp", 16);
 	struct fp_co co[3] = {
 		{ .path = path, .mode = FE_UPWARD, .single = true },
@@ -159,7 +159,7 @@ BACKEND_TEST(coro_fpctl, each_side_keeps_its_own_state)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rl_coro_spawn(s, NULL, fp_worker, &co[i], NULL), 0);
 	cb.req.data = &cb;
-	cr_assert_eq(rl_read_file(loop, &cb.req, path, cb.buf, sizeof(cb.buf), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &cb.req, path, cb.buf, sizeof(cb.buf), 0,
 				  fp_cb_done), 0);
 	trun(loop);
 	cr_assert(mode_is(FE_DOWNWARD), "rl_run() returned another mode");
@@ -204,7 +204,7 @@ CORE_TEST(coro_fpctl, each_run_keeps_the_mode_it_was_called_with)
 	static const int modes[] = { FE_TONEAREST, FE_UPWARD, FE_DOWNWARD,
 				     FE_TONEAREST, FE_UPWARD };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct fp_sleeper c = { .mode = FE_TOWARDZERO };
 	int old = fegetround();
 
@@ -251,7 +251,7 @@ static int64_t fp_long_sleeper(void *arg)
 CORE_TEST(coro_fpctl, close_gives_the_caller_its_mode_back)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct fp_closed c = { .slept = 1 };
 	int old = fegetround();
 
@@ -334,7 +334,7 @@ static void nest_cb(rl_timer *t, int status)
 CORE_TEST(coro_fpctl, nested_runs_keep_each_callers_mode)
 {
 	rl_loop *a = tloop(tp), *b = tloop(tp);
-	rl_coro_sched *sa = tsched(a), *sb = tsched(b);
+	rl_coro_ctx *sa = tsched(a), *sb = tsched(b);
 	struct fp_nest n = { .b = b };
 	int old = fegetround();
 
@@ -412,7 +412,7 @@ static int64_t flagger(void *arg)
 CORE_TEST(coro_fpctl, exception_flags_are_per_context)
 {
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched(loop);
+	rl_coro_ctx *s = tsched(loop);
 	struct fp_flags f[2] = { { .raise = SSE_ZE }, { .raise = SSE_IE } };
 	volatile double big = 1e308, r;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_coro_pacing.c - coroutine starts paced by the requests in flight
- * (rl_coro_sched_options.start_window), and warm stacks handed on.
+ * (rl_coro_ctx_options.start_window), and warm stacks handed on.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -38,7 +38,7 @@ static int64_t paced_reader(void *arg)
 		p->order_errors++;
 	if (++p->waiting > p->max_waiting)
 		p->max_waiting = p->waiting;
-	r->res = rl_coro_read_file(p->path, r->buf, sizeof(r->buf));
+	r->res = rl_coro_fs_read_file(p->path, r->buf, sizeof(r->buf));
 	p->waiting--;
 	p->finished++;
 	return r->res;
@@ -47,9 +47,9 @@ static int64_t paced_reader(void *arg)
 static void run_readers(const struct tp *tp, size_t window, struct pace *p,
 			struct reader *rs)
 {
-	struct rl_coro_sched_options opt = { .start_window = window };
+	struct rl_coro_ctx_options opt = { .start_window = window };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched_opts(loop, &opt);
+	rl_coro_ctx *s = tsched_opts(loop, &opt);
 
 	for (int i = 0; i < READERS; i++) {
 		rs[i] = (struct reader){ .p = p, .index = i };
@@ -121,17 +121,17 @@ static int64_t stuck_reader(void *arg)
 	int i = st->started++;
 	char c;
 
-	st->res[i] = rl_coro_read(st->fd, &c, 1, -1);
+	st->res[i] = rl_coro_fs_read(st->fd, &c, 1, -1);
 	return st->res[i];
 }
 
 BACKEND_TEST(coro_pacing, close_runs_the_put_off_starts)
 {
-	struct rl_coro_sched_options opt = { .start_window = 2 };
+	struct rl_coro_ctx_options opt = { .start_window = 2 };
 	rl_loop *loop = tloop(tp);
-	rl_coro_sched *s = tsched_opts(loop, &opt);
+	rl_coro_ctx *s = tsched_opts(loop, &opt);
 	struct stuck st = { 0 };
-	struct rl_coro_sched_stats ss;
+	struct rl_coro_ctx_stats ss;
 	int fds[2];
 
 	cr_assert_eq(pipe(fds), 0);
@@ -140,9 +140,9 @@ BACKEND_TEST(coro_pacing, close_runs_the_put_off_starts)
 		cr_assert_eq(rl_coro_spawn(s, NULL, stuck_reader, &st, NULL), 0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(st.started, 2, "the window is 2");
-	rl_coro_sched_stats(s, &ss);
+	rl_coro_ctx_stats(s, &ss);
 	cr_assert_eq(ss.alive, 8);
-	cr_assert_eq(rl_coro_sched_close(s), 0);
+	cr_assert_eq(rl_coro_ctx_close(s), 0);
 	cr_assert_eq(st.started, 8);
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(st.res[i], -ECANCELED, "reader %d: %ld", i,

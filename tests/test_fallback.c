@@ -134,7 +134,7 @@ static const char *step_names[] = {
 	"ok", "installing the seccomp filter",
 	"io_uring_setup was not refused by the filter",
 	"rl_loop_open(AUTO) failed", "AUTO did not pick epoll",
-	"backend reason does not mention EPERM", "rl_read_file failed",
+	"backend reason does not mention EPERM", "rl_fs_read_file failed",
 	"rl_run failed", "wrong read_file result", "wrong read_file content",
 	"rl_loop_close failed", "RL_BACKEND_URING did not fail with -EPERM",
 	"RL_BACKEND_URING failed but set *out",
@@ -169,7 +169,7 @@ static int child_under_filter(const char *path, size_t size)
 		return STEP_AUTO_NOT_EPOLL;
 	if (!strstr(rl_loop_backend_reason(loop), "EPERM"))
 		return STEP_AUTO_REASON;
-	if (rl_read_file(loop, &req, path, buf, sizeof(buf), 0, count_cb))
+	if (rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0, count_cb))
 		return STEP_READ_SUBMIT;
 	if (rl_run(loop, RL_RUN_DEFAULT) < 0)
 		return STEP_READ_RUN;
@@ -251,10 +251,10 @@ BACKEND_TEST(pool, saturated_single_worker)
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
 		if (i % 2)
-			cr_assert_eq(rl_read(loop, &reqs[i], fd, bufs[i], 64,
+			cr_assert_eq(rl_fs_read(loop, &reqs[i], fd, bufs[i], 64,
 					     (int64_t)i * 31, count_cb), 0);
 		else
-			cr_assert_eq(rl_read_file(loop, &reqs[i], path, NULL,
+			cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, NULL,
 						  0, RL_READ_FILE_GROW,
 						  count_cb), 0);
 	}
@@ -295,7 +295,7 @@ Test(pool, completions_are_batched)
 	/* Never letting the loop sleep: the workers never need to wake it. */
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
 					  count_cb), 0);
 	}
 	while (s.calls < N) {
@@ -311,7 +311,7 @@ Test(pool, completions_are_batched)
 	/* Letting it sleep: at most one eventfd read per epoll_wait. */
 	s.calls = 0;
 	for (int i = 0; i < N; i++)
-		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
 					  count_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.calls, N);
@@ -370,13 +370,13 @@ static void pool_cancel_queued(unsigned flags)
 	pthread_t th;
 	rl_loop *loop = epoll_loop(flags, 1);
 
-	cr_assert_eq(rl_read_file(loop, &blocker, fifo, bbuf, sizeof(bbuf), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &blocker, fifo, bbuf, sizeof(bbuf), 0,
 				  count_cb), 0);
 	/* stat always goes to the pool, fast path or not: these queue up
 	 * behind the blocked worker. */
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s[i] };
-		cr_assert_eq(rl_stat(loop, &reqs[i], path, &stx[i], count_cb),
+		cr_assert_eq(rl_fs_stat(loop, &reqs[i], path, &stx[i], count_cb),
 			     0);
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* hand them over */
@@ -433,18 +433,18 @@ static void held_back_completion(unsigned flags)
 	rl_loop *loop = epoll_loop(flags, 2);
 
 	alarm(30); /* a held-back completion never delivered hangs here */
-	cr_assert_eq(rl_read_file(loop, &b1, fifo1, buf1, sizeof(buf1), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &b1, fifo1, buf1, sizeof(buf1), 0,
 				  count_cb), 0);
 	for (int i = 0; i < QUICK; i++) {
 		quick[i] = (rl_req){ .data = &sq };
-		cr_assert_eq(rl_read_file(loop, &quick[i], path, qbuf[i],
+		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
 					  sizeof(qbuf[i]), 0, count_cb), 0);
 	}
-	cr_assert_eq(rl_read_file(loop, &b2, fifo2, buf2, sizeof(buf2), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &b2, fifo2, buf2, sizeof(buf2), 0,
 				  count_cb), 0);
 	for (int i = 0; i < QUEUED; i++) {
 		stats[i] = (rl_req){ .data = &ss };
-		cr_assert_eq(rl_stat(loop, &stats[i], path, &stx[i], count_cb),
+		cr_assert_eq(rl_fs_stat(loop, &stats[i], path, &stx[i], count_cb),
 			     0);
 	}
 	while (sq.calls < QUICK)
@@ -519,22 +519,22 @@ static void close_in_flight(unsigned flags)
 	signal(SIGPIPE, SIG_IGN); /* the writer may outlive the reader */
 	loop = epoll_loop(flags, 1);
 	cr_assert_gt(thread_count(), threads, "the pool has its worker");
-	cr_assert_eq(rl_read_file(loop, &blocker, fifo, bbuf, sizeof(bbuf), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &blocker, fifo, bbuf, sizeof(bbuf), 0,
 				  close_cb), 0);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = (void *)(intptr_t)i };
 		switch (i % 3) {
 		case 0:
-			cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i],
+			cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i],
 						  64, 0, close_cb), 0);
 			break;
 		case 1:
-			cr_assert_eq(rl_open(loop, &reqs[i], path,
+			cr_assert_eq(rl_fs_open(loop, &reqs[i], path,
 					     O_RDONLY | O_CLOEXEC, 0, close_cb),
 				     0);
 			break;
 		case 2:
-			cr_assert_eq(rl_stat(loop, &reqs[i], path, &stx[i],
+			cr_assert_eq(rl_fs_stat(loop, &reqs[i], path, &stx[i],
 					     close_cb), 0);
 			break;
 		}
@@ -611,7 +611,7 @@ static void fast_path_counters(unsigned flags, int per_tick)
 	loop = epoll_loop(flags, 0);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 64, 0,
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 64, 0,
 					  count_cb), 0);
 		if (i == 0)
 			cr_assert_eq(s.calls, 0,
@@ -698,7 +698,7 @@ BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 
 	partly_cached("partial", SIZE);
 	path = tpath("partial");
-	cr_assert_eq(rl_read_file(loop, &r1, path, NULL, 0, RL_READ_FILE_GROW,
+	cr_assert_eq(rl_fs_read_file(loop, &r1, path, NULL, 0, RL_READ_FILE_GROW,
 				  count_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.result, SIZE);
@@ -708,7 +708,7 @@ BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 	partly_cached("partial2", SIZE);
 	fd = open(tpath("partial2"), O_RDONLY | O_CLOEXEC);
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(rl_read(loop, &r2, fd, buf, SIZE, -1, count_cb), 0);
+	cr_assert_eq(rl_fs_read(loop, &r2, fd, buf, SIZE, -1, count_cb), 0);
 	trun(loop);
 	cr_assert_eq(s2.result, SIZE);
 	tcheck("partial2", buf, SIZE);
@@ -729,9 +729,9 @@ BACKEND_TEST(fastpath, too_big_and_grow)
 	rl_loop *loop = tloop(tp);
 	void *grow = malloc(100);
 
-	cr_assert_eq(rl_read_file(loop, &r1, path, small, sizeof(small), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &r1, path, small, sizeof(small), 0,
 				  count_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &r2, path, grow, 100,
+	cr_assert_eq(rl_fs_read_file(loop, &r2, path, grow, 100,
 				  RL_READ_FILE_GROW, count_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.result, -EFBIG);
@@ -760,7 +760,7 @@ BACKEND_TEST(fastpath, procfs_file)
 	n = read(fd, want, sizeof(want));
 	close(fd);
 	cr_assert_gt(n, 0);
-	cr_assert_eq(rl_read_file(loop, &req, PROC_FILE, NULL, 0,
+	cr_assert_eq(rl_fs_read_file(loop, &req, PROC_FILE, NULL, 0,
 				  RL_READ_FILE_GROW, count_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.result, n);
@@ -769,7 +769,7 @@ BACKEND_TEST(fastpath, procfs_file)
 	tclose(loop);
 }
 
-/* An fd from rl_open() has exactly the flags asked for, even when the
+/* An fd from rl_fs_open() has exactly the flags asked for, even when the
  * fast path opened it (it adds O_NONBLOCK for the attempt). */
 BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
 {
@@ -779,9 +779,9 @@ BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
 	rl_loop *loop = tloop(tp);
 	int fl;
 
-	cr_assert_eq(rl_open(loop, &r1, path, O_RDONLY | O_CLOEXEC, 0,
+	cr_assert_eq(rl_fs_open(loop, &r1, path, O_RDONLY | O_CLOEXEC, 0,
 			     count_cb), 0);
-	cr_assert_eq(rl_open(loop, &r2, path,
+	cr_assert_eq(rl_fs_open(loop, &r2, path,
 			     O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0, count_cb),
 		     0);
 	trun(loop);
@@ -810,9 +810,9 @@ BACKEND_TEST(pipe, reads_wait_for_data)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-	cr_assert_eq(rl_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
 		     0);
-	cr_assert_eq(rl_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
 		     0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s1.calls + s2.calls, 0);
@@ -841,13 +841,13 @@ BACKEND_TEST(pipe, ready_data_and_eof)
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	cr_assert_eq(write(p[1], "abc", 3), 3);
-	cr_assert_eq(rl_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(s1.result, 3);
 	cr_assert_eq(memcmp(b1, "abc", 3), 0);
 	close(p[1]);
-	cr_assert_eq(rl_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(s2.result, 0);
@@ -866,7 +866,7 @@ BACKEND_TEST(pipe, close_ends_waiting_read)
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	loop = tloop(tp); /* after the pipe: tclose() counts fds */
-	cr_assert_eq(rl_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
 		     0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	tclose(loop);
@@ -888,7 +888,7 @@ BACKEND_TEST(pipe, nonblocking_fd_waits_too)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
-	cr_assert_eq(rl_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
 		     0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s.calls, 0);

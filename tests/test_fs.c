@@ -17,7 +17,7 @@ BACKEND_TEST(fs, read_file_small)
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, sizeof(buf), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0,
 				  tseen_cb), 0);
 	cr_assert_eq(s.calls, 0, "callback ran inside the submitting call");
 	trun(loop);
@@ -35,7 +35,7 @@ BACKEND_TEST(fs, read_file_empty)
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, sizeof(buf), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0,
 				  tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
@@ -52,8 +52,8 @@ BACKEND_TEST(fs, read_file_exact_fit_and_too_big)
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &r1, exact, b1, 64, 0, tseen_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &r2, big, b2, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r1, exact, b1, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r2, big, b2, 64, 0, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
 	cr_assert_eq(s1.result, 64);
@@ -71,7 +71,7 @@ BACKEND_TEST(fs, read_file_grows_for_large_file)
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &req, path, NULL, 0,
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, NULL, 0,
 				  RL_READ_FILE_GROW, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
@@ -90,7 +90,7 @@ BACKEND_TEST(fs, read_file_grow_exact_power_of_two)
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &req, path, NULL, 4096,
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, NULL, 4096,
 				  RL_READ_FILE_GROW, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
@@ -107,9 +107,9 @@ BACKEND_TEST(fs, read_file_missing_and_directory)
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &r1, tpath("nope"), buf, sizeof(buf),
+	cr_assert_eq(rl_fs_read_file(loop, &r1, tpath("nope"), buf, sizeof(buf),
 				  0, tseen_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &r2, tdir(), buf, sizeof(buf), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &r2, tdir(), buf, sizeof(buf), 0,
 				  tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
@@ -129,26 +129,26 @@ BACKEND_TEST(fs, bad_arguments_fail_synchronously)
 
 	memset(longpath, 'a', sizeof(longpath) - 1);
 	longpath[sizeof(longpath) - 1] = 0;
-	cr_assert_eq(rl_read_file(loop, &req, NULL, buf, 8, 0, tseen_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &req, NULL, buf, 8, 0, tseen_cb),
 		     -EFAULT);
-	cr_assert_eq(rl_read_file(loop, &req, "", buf, 8, 0, tseen_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &req, "", buf, 8, 0, tseen_cb),
 		     -ENOENT);
-	cr_assert_eq(rl_read_file(loop, &req, longpath, buf, 8, 0, tseen_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &req, longpath, buf, 8, 0, tseen_cb),
 		     -ENAMETOOLONG);
-	cr_assert_eq(rl_read_file(loop, &req, "x", NULL, 8, 0, tseen_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &req, "x", NULL, 8, 0, tseen_cb),
 		     -EFAULT);
-	cr_assert_eq(rl_read_file(loop, &req, "x", buf, 8, 0x80, tseen_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &req, "x", buf, 8, 0x80, tseen_cb),
 		     -EINVAL);
-	cr_assert_eq(rl_read_file(loop, &req, "x", buf, 8, 0, NULL), -EINVAL);
-	cr_assert_eq(rl_read(loop, &req, -1, buf, 8, 0, tseen_cb), -EBADF);
-	cr_assert_eq(rl_read(loop, &req, 0, NULL, 8, 0, tseen_cb), -EFAULT);
-	cr_assert_eq(rl_read(loop, &req, 0, buf, 8, -2, tseen_cb), -EINVAL);
-	cr_assert_eq(rl_read(loop, &req, 0, buf, (size_t)1 << 40, 0,
+	cr_assert_eq(rl_fs_read_file(loop, &req, "x", buf, 8, 0, NULL), -EINVAL);
+	cr_assert_eq(rl_fs_read(loop, &req, -1, buf, 8, 0, tseen_cb), -EBADF);
+	cr_assert_eq(rl_fs_read(loop, &req, 0, NULL, 8, 0, tseen_cb), -EFAULT);
+	cr_assert_eq(rl_fs_read(loop, &req, 0, buf, 8, -2, tseen_cb), -EINVAL);
+	cr_assert_eq(rl_fs_read(loop, &req, 0, buf, (size_t)1 << 40, 0,
 			     tseen_cb), -EINVAL);
-	cr_assert_eq(rl_close(loop, &req, -5, tseen_cb), -EBADF);
-	cr_assert_eq(rl_stat(loop, &req, "x", NULL, tseen_cb), -EFAULT);
-	cr_assert_eq(rl_stat(loop, &req, NULL, &stx, tseen_cb), -EFAULT);
-	cr_assert_eq(rl_open(loop, &req, NULL, O_RDONLY, 0, tseen_cb),
+	cr_assert_eq(rl_fs_close(loop, &req, -5, tseen_cb), -EBADF);
+	cr_assert_eq(rl_fs_stat(loop, &req, "x", NULL, tseen_cb), -EFAULT);
+	cr_assert_eq(rl_fs_stat(loop, &req, NULL, &stx, tseen_cb), -EFAULT);
+	cr_assert_eq(rl_fs_open(loop, &req, NULL, O_RDONLY, 0, tseen_cb),
 		     -EFAULT);
 	cr_assert_eq(rl_cancel(loop, &req), -EINVAL, "never submitted");
 	cr_assert_eq(rl_run(loop, RL_RUN_DEFAULT), 0, "no callback may run");
@@ -163,8 +163,8 @@ BACKEND_TEST(fs, resubmit_in_flight_is_ebusy)
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, tseen_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb),
 		     -EBUSY);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
@@ -196,20 +196,20 @@ static void seq_cb(rl_req *req)
 		cr_assert_geq(req->result, 0, "open: %s",
 			      rl_strerror((int)req->result));
 		q->fd = (int)req->result;
-		ret = rl_read(q->loop, &q->req, q->fd, q->buf, 10, 5, seq_cb);
+		ret = rl_fs_read(q->loop, &q->req, q->fd, q->buf, 10, 5, seq_cb);
 		break;
 	case 2:
-		ret = rl_read(q->loop, &q->req, q->fd, q->buf + 10, 20, -1,
+		ret = rl_fs_read(q->loop, &q->req, q->fd, q->buf + 10, 20, -1,
 			      seq_cb);
 		break;
 	case 3:
-		ret = rl_stat(q->loop, &q->req, q->path, &q->stx, seq_cb);
+		ret = rl_fs_stat(q->loop, &q->req, q->path, &q->stx, seq_cb);
 		break;
 	case 4:
-		ret = rl_close(q->loop, &q->req, q->fd, seq_cb);
+		ret = rl_fs_close(q->loop, &q->req, q->fd, seq_cb);
 		break;
 	case 5:
-		ret = rl_close(q->loop, &q->req, q->fd, seq_cb);
+		ret = rl_fs_close(q->loop, &q->req, q->fd, seq_cb);
 		break;
 	}
 	cr_assert_eq(ret, 0);
@@ -223,7 +223,7 @@ BACKEND_TEST(fs, open_read_stat_close)
 	q.loop = loop;
 	q.req.data = &q;
 	q.path = tfile("seq", 100);
-	cr_assert_eq(rl_open(loop, &q.req, q.path, O_RDONLY | O_CLOEXEC, 0,
+	cr_assert_eq(rl_fs_open(loop, &q.req, q.path, O_RDONLY | O_CLOEXEC, 0,
 			     seq_cb), 0);
 	trun(loop);
 	cr_assert_eq(q.step, 6);
@@ -251,12 +251,12 @@ BACKEND_TEST(fs, errors_from_the_kernel)
 
 	for (int i = 0; i < 4; i++)
 		r[i] = (rl_req){ .data = &s[i] };
-	cr_assert_eq(rl_open(loop, &r[0], tpath("missing"), O_RDONLY, 0,
+	cr_assert_eq(rl_fs_open(loop, &r[0], tpath("missing"), O_RDONLY, 0,
 			     tseen_cb), 0);
-	cr_assert_eq(rl_read(loop, &r[1], 1000, buf, 8, 0, tseen_cb), 0);
-	cr_assert_eq(rl_stat(loop, &r[2], tpath("missing"), &stx, tseen_cb),
+	cr_assert_eq(rl_fs_read(loop, &r[1], 1000, buf, 8, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_stat(loop, &r[2], tpath("missing"), &stx, tseen_cb),
 		     0);
-	cr_assert_eq(rl_close(loop, &r[3], 1001, tseen_cb), 0);
+	cr_assert_eq(rl_fs_close(loop, &r[3], 1001, tseen_cb), 0);
 	trun(loop);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(s[i].calls, 1);
@@ -288,7 +288,7 @@ BACKEND_TEST(fs, many_parallel_reads_queue_not_fail)
 	loop = tloop_opts(tp, &opt);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
 					  tseen_cb), 0);
 	}
 	trun(loop);
@@ -333,9 +333,9 @@ BACKEND_TEST(fs, read_file_procfs_past_the_first_page)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_gt(want, 4096, "the test needs a procfs file over a page");
-	cr_assert_eq(rl_read_file(loop, &r1, proc, NULL, 0, RL_READ_FILE_GROW,
+	cr_assert_eq(rl_fs_read_file(loop, &r1, proc, NULL, 0, RL_READ_FILE_GROW,
 				  tseen_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &r2, proc, big, sizeof(big), 0,
+	cr_assert_eq(rl_fs_read_file(loop, &r2, proc, big, sizeof(big), 0,
 				  tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
@@ -381,7 +381,7 @@ BACKEND_TEST(fs, close_cancelled_by_loop_close_keeps_the_fd)
 
 	cr_assert_geq(fd, 0);
 	loop = tloop(tp);
-	cr_assert_eq(rl_close(loop, &req, fd, tseen_cb), 0);
+	cr_assert_eq(rl_fs_close(loop, &req, fd, tseen_cb), 0);
 	cr_assert_eq(rl_loop_close(loop), 0);
 	check_close_truth(&s, fd);
 }
@@ -399,9 +399,9 @@ BACKEND_TEST(fs, cancelled_close_tells_the_truth)
 	cr_assert_geq(fds[1], 0);
 	loop = tloop(tp);
 	/* One cancelled at once, one after a turn of the loop. */
-	cr_assert_eq(rl_close(loop, &reqs[0], fds[0], tseen_cb), 0);
+	cr_assert_eq(rl_fs_close(loop, &reqs[0], fds[0], tseen_cb), 0);
 	cr_assert_eq(rl_cancel(loop, &reqs[0]), 0);
-	cr_assert_eq(rl_close(loop, &reqs[1], fds[1], tseen_cb), 0);
+	cr_assert_eq(rl_fs_close(loop, &reqs[1], fds[1], tseen_cb), 0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	if (s[1].calls == 0)
 		cr_assert_eq(rl_cancel(loop, &reqs[1]), 0);

@@ -52,7 +52,7 @@ BACKEND_TEST(loop, close_with_requests_in_flight)
 
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 128, 0,
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 128, 0,
 					  tseen_cb), 0);
 	}
 	cr_assert_eq(s.calls, 0);
@@ -73,7 +73,7 @@ static void resubmit_during_close_cb(rl_req *req)
 	char buf[4];
 
 	s->calls++;
-	s->result = rl_read_file(req->loop, req, "/nonexistent", buf, 4, 0,
+	s->result = rl_fs_read_file(req->loop, req, "/nonexistent", buf, 4, 0,
 				 resubmit_during_close_cb);
 }
 
@@ -85,7 +85,7 @@ BACKEND_TEST(loop, submit_during_close_fails_fast)
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0,
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0,
 				  resubmit_during_close_cb), 0);
 	tclose(loop);
 	cr_assert_eq(s.calls, 1);
@@ -100,8 +100,8 @@ BACKEND_TEST(loop, cancel_request)
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &r1, path, b1, 64, 0, tseen_cb), 0);
-	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r1, path, b1, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r2, path, b2, 64, 0, tseen_cb), 0);
 	cr_assert_eq(rl_cancel(loop, &r1), 0);
 	cr_assert_eq(rl_cancel(loop, &r1), -EALREADY);
 	trun(loop);
@@ -123,7 +123,7 @@ BACKEND_TEST(loop, cancel_blocked_pipe_read)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-	cr_assert_eq(rl_read(loop, &req, p[0], buf, sizeof(buf), -1,
+	cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1,
 			     tseen_cb), 0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s.calls, 0);
@@ -224,7 +224,7 @@ BACKEND_TEST(loop, tasks_run_after_the_callback_batch)
 
 	g_order = &o;
 	o.loop = loop;
-	cr_assert_eq(rl_read_file(loop, &r, path, buf, 64, 0, task_req_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r, path, buf, 64, 0, task_req_cb), 0);
 	trun(loop);
 	cr_assert_eq(o.n, 4);
 	cr_assert_eq(o.log[0], 1);
@@ -250,11 +250,11 @@ BACKEND_TEST(loop, stop_returns_and_run_resumes)
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_read_file(loop, &r1, path, b1, 8, 0, stop_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r1, path, b1, 8, 0, stop_cb), 0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
 	/* A request submitted after stop runs on the next rl_run(). */
-	cr_assert_eq(rl_read_file(loop, &r2, path, b2, 8, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r2, path, b2, 8, 0, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s2.calls, 1);
 	cr_assert_eq(s2.result, 3);
@@ -271,7 +271,7 @@ BACKEND_TEST(loop, counters)
 	rl_loop *loop = tloop(tp);
 
 	rl_loop_stats(loop, &before);
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
 	trun(loop);
 	rl_loop_stats(loop, &after);
 	cr_assert_eq(after.submissions - before.submissions, 1);
@@ -325,7 +325,7 @@ BACKEND_TEST(loop, post_during_close_runs)
 	rl_loop *loop = tloop(tp);
 
 	posted_during_close = 0;
-	cr_assert_eq(rl_read_file(loop, &req, path, buf, 16, 0,
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 16, 0,
 				  post_from_cancelled_cb), 0);
 	tclose(loop);
 	cr_assert_eq(s.calls, 1);
@@ -351,7 +351,7 @@ BACKEND_TEST(loop, second_cancel_of_queued_request)
 	loop = tloop_opts(tp, &opt);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
 					  tseen_cb), 0);
 	}
 	cr_assert_eq(rl_cancel(loop, &reqs[N - 1]), 0);

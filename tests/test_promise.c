@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "promise_helpers.h"
-#include "promise.h"
+#include "ringloop/promise.h"
 
 /* The log the reactions write, checked against a written expectation. */
 static const char *logv[64];
@@ -356,7 +356,7 @@ BACKEND_TEST(promise, dropped_chain_still_runs)
 	struct seen s = { 0 };
 	char buf[64] = { 0 }; /* io_uring writes are invisible to valgrind */
 
-	rl_promise_unref(rl_then(rl_promise_read_file(ctx, path, buf,
+	rl_promise_unref(rl_then(rl_promise_fs_read_file(ctx, path, buf,
 						      sizeof(buf)),
 				 add_one, note_err, &s));
 	trun(loop);
@@ -576,7 +576,7 @@ BACKEND_TEST(promise, loop_close_rejects_pending)
 	rl_promise *keep, *sleepy;
 
 	for (int i = 0; i < 4; i++)
-		rl_promise_unref(rl_catch(rl_then(rl_promise_read_file(
+		rl_promise_unref(rl_catch(rl_then(rl_promise_fs_read_file(
 							ctx, path, buf[i], 64),
 						  add_one, NULL, &s),
 					  note_err, &s));

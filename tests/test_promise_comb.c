@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "promise_helpers.h"
-#include "promise.h"
+#include "ringloop/promise.h"
 
 static struct rl_settlement result(rl_promise *p, enum rl_promise_state st)
 {
@@ -47,8 +47,8 @@ BACKEND_TEST(promise_comb, all_values_in_input_order)
 	struct rl_value *v;
 
 	news(ctx, p, in, 3);
-	in[3] = rl_promise_read_file(ctx, f1, b1, sizeof(b1));
-	in[4] = rl_promise_read_file(ctx, f2, b2, sizeof(b2));
+	in[3] = rl_promise_fs_read_file(ctx, f1, b1, sizeof(b1));
+	in[4] = rl_promise_fs_read_file(ctx, f2, b2, sizeof(b2));
 	all = rl_all(ctx, in, 5);
 	/* Settled in reverse order; the values keep the input order. */
 	rl_promise_resolve(p[2], V(30));
@@ -152,8 +152,8 @@ BACKEND_TEST(promise_comb, all_settled_never_rejects)
 	char buf[64] = { 0 }; /* io_uring writes are invisible to valgrind */
 
 	news(ctx, p, in, 2);
-	in[2] = rl_promise_read_file(ctx, tpath("missing"), buf, sizeof(buf));
-	in[3] = rl_promise_read_file(ctx, path, buf, sizeof(buf));
+	in[2] = rl_promise_fs_read_file(ctx, tpath("missing"), buf, sizeof(buf));
+	in[3] = rl_promise_fs_read_file(ctx, path, buf, sizeof(buf));
 	set = rl_all_settled(ctx, in, 4);
 	rl_promise_reject(p[1], -EAGAIN);
 	rl_promise_resolve(p[0], V(7));
@@ -301,7 +301,7 @@ static void opened(struct rl_outcome *o, void *arg)
 
 	f->steps++;
 	f->fd = (int)o->value.i;
-	o->adopt = rl_promise_read(f->ctx, f->fd, f->buf, sizeof(f->buf), 0);
+	o->adopt = rl_promise_fs_read(f->ctx, f->fd, f->buf, sizeof(f->buf), 0);
 }
 
 static void got_data(struct rl_outcome *o, void *arg)
@@ -311,7 +311,7 @@ static void got_data(struct rl_outcome *o, void *arg)
 	f->steps++;
 	cr_assert_eq(o->value.i, 20);
 	cr_assert_eq(o->value.p, f->buf);
-	o->adopt = rl_promise_close(f->ctx, f->fd);
+	o->adopt = rl_promise_fs_close(f->ctx, f->fd);
 }
 
 static void closed(struct rl_outcome *o, void *arg)
@@ -319,7 +319,7 @@ static void closed(struct rl_outcome *o, void *arg)
 	struct fsrun *f = arg;
 
 	f->steps++;
-	o->adopt = rl_promise_stat(f->ctx, f->path, &f->stx);
+	o->adopt = rl_promise_fs_stat(f->ctx, f->path, &f->stx);
 }
 
 BACKEND_TEST(promise_comb, request_promises_chain)
@@ -331,11 +331,11 @@ BACKEND_TEST(promise_comb, request_promises_chain)
 	struct rl_settlement r;
 	char buf[8] = { 0 };
 
-	p = rl_promise_open(ctx, f.path, O_RDONLY, 0);
+	p = rl_promise_fs_open(ctx, f.path, O_RDONLY, 0);
 	p = rl_then(p, opened, NULL, &f);
 	p = rl_then(p, got_data, NULL, &f);
 	p = rl_then(p, closed, NULL, &f);
-	miss = rl_promise_read_file(ctx, tpath("nope"), buf, sizeof(buf));
+	miss = rl_promise_fs_read_file(ctx, tpath("nope"), buf, sizeof(buf));
 	trun(loop);
 	cr_assert_eq(f.steps, 3);
 	tcheck("chain", f.buf, 20);
@@ -353,7 +353,7 @@ CORE_TEST(promise_comb, submit_failure_rejects)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	rl_promise *p = rl_promise_read_file(ctx, NULL, NULL, 0);
+	rl_promise *p = rl_promise_fs_read_file(ctx, NULL, NULL, 0);
 
 	cr_assert_not_null(p);
 	cr_assert_lt(result(p, RL_PROMISE_REJECTED).err, 0);

@@ -53,7 +53,7 @@ BACKEND_TEST(reliability, low_nofile_limit_queues)
 	loop = tloop(tp);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &t };
-		cr_assert_eq(rl_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
 					  tally_cb), 0);
 	}
 	trun(loop);
@@ -92,7 +92,7 @@ BACKEND_TEST(reliability, unreadable_file_is_eacces)
 		if (rl_loop_open(&loop, &opt))
 			_exit(11);
 		req.data = &t;
-		if (rl_read_file(loop, &req, path, buf, 16, 0, tally_cb))
+		if (rl_fs_read_file(loop, &req, path, buf, 16, 0, tally_cb))
 			_exit(12);
 		rl_run(loop, RL_RUN_DEFAULT);
 		rl_loop_close(loop);
@@ -176,7 +176,7 @@ static void fault_cb(rl_req *req)
 			}
 	}
 	if (--f->left > 0)
-		cr_assert_eq(rl_read_file(f->loop, req,
+		cr_assert_eq(rl_fs_read_file(f->loop, req,
 					  renamed ? f->target : f->resized,
 					  req->buf, req->len,
 					  RL_READ_FILE_GROW, fault_cb), 0);
@@ -202,7 +202,7 @@ BACKEND_TEST(reliability, file_renamed_truncated_and_grown_mid_run)
 	f.left = 4000;
 	for (int i = 0; i < 2; i++) {
 		f.reqs[i].data = &f;
-		cr_assert_eq(rl_read_file(loop, &f.reqs[i],
+		cr_assert_eq(rl_fs_read_file(loop, &f.reqs[i],
 					  i ? m.resized : m.target, NULL, 0,
 					  RL_READ_FILE_GROW, fault_cb), 0);
 	}
@@ -327,7 +327,7 @@ static void soak_start(int slot)
 	S->left--;
 	S->owed[slot] = 1;
 	if (r < 70)
-		ret = rl_read_file(S->loop, &S->reqs[slot],
+		ret = rl_fs_read_file(S->loop, &S->reqs[slot],
 				   r < 65 ? S->path : S->missing, S->bufs[slot],
 				   sizeof(S->bufs[slot]), 0, soak_req_cb);
 	else
@@ -415,9 +415,9 @@ BACKEND_TEST(reliability, close_with_fifo_opens_blocked)
 	rl_loop *loop = tloop(tp);
 
 	alarm(20);
-	cr_assert_eq(rl_read_file(loop, &r1, f1, buf, sizeof(buf), 0, tally_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &r1, f1, buf, sizeof(buf), 0, tally_cb),
 		     0);
-	cr_assert_eq(rl_open(loop, &r2, f2, O_RDONLY | O_CLOEXEC, 0, tally_cb),
+	cr_assert_eq(rl_fs_open(loop, &r2, f2, O_RDONLY | O_CLOEXEC, 0, tally_cb),
 		     0);
 	let_workers_block(loop);
 	cr_assert_eq(t1.calls, 0, "nobody wrote: still waiting");
@@ -448,7 +448,7 @@ BACKEND_TEST(reliability, cancel_fifo_open_blocked)
 	rl_loop *loop = tloop(tp);
 
 	alarm(20);
-	cr_assert_eq(rl_read_file(loop, &r, f, buf, sizeof(buf), 0, tally_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &r, f, buf, sizeof(buf), 0, tally_cb),
 		     0);
 	let_workers_block(loop);
 	cr_assert_eq(rl_cancel(loop, &r), 0);

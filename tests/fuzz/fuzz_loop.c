@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ringloop.h"
+#include "ringloop/ringloop.h"
 
 #define SLOTS 8
 
@@ -138,22 +138,22 @@ static void op(uint8_t b, uint8_t arg)
 	switch (b % 14) {
 	case 0:
 	case 1:
-		ret = rl_read_file(F.loop, r, paths[arg % 5], F.bufs[i],
+		ret = rl_fs_read_file(F.loop, r, paths[arg % 5], F.bufs[i],
 				   arg % 3 ? sizeof(F.bufs[i]) : 5, 0, req_cb);
 		accepted_req = 1;
 		break;
 	case 2:
-		ret = rl_read_file(F.loop, r, paths[arg % 5], NULL, arg % 64,
+		ret = rl_fs_read_file(F.loop, r, paths[arg % 5], NULL, arg % 64,
 				   RL_READ_FILE_GROW, req_cb);
 		accepted_req = 1;
 		break;
 	case 3:
-		ret = rl_open(F.loop, r, paths[arg % 5], O_RDONLY | O_CLOEXEC,
+		ret = rl_fs_open(F.loop, r, paths[arg % 5], O_RDONLY | O_CLOEXEC,
 			      0, req_cb);
 		accepted_req = 1;
 		break;
 	case 4:
-		ret = rl_read(F.loop, r, F.fds[i] >= 0 ? F.fds[i] : 1000 + i,
+		ret = rl_fs_read(F.loop, r, F.fds[i] >= 0 ? F.fds[i] : 1000 + i,
 			      F.bufs[i], arg % 65, arg % 2 ? -1 : arg,
 			      req_cb);
 		accepted_req = 1;
@@ -162,11 +162,11 @@ static void op(uint8_t b, uint8_t arg)
 		/* Only fds this input opened are ever closed. */
 		if (F.fds[i] < 0)
 			return;
-		ret = rl_close(F.loop, r, F.fds[i], req_cb);
+		ret = rl_fs_close(F.loop, r, F.fds[i], req_cb);
 		accepted_req = 1;
 		break;
 	case 6:
-		ret = rl_stat(F.loop, r, paths[arg % 5], &F.stx[i], req_cb);
+		ret = rl_fs_stat(F.loop, r, paths[arg % 5], &F.stx[i], req_cb);
 		accepted_req = 1;
 		break;
 	case 7:

@@ -32,6 +32,18 @@
 extern "C" {
 #endif
 
+/* Only what these headers declare is exported from the shared library. */
+#pragma GCC visibility push(default)
+
+/* ---------------------------------------------------------------- version */
+
+#define RL_VERSION_MAJOR 0
+#define RL_VERSION_MINOR 2
+#define RL_VERSION_PATCH 0
+/* 0xMMmmpp, as rl_version() returns it. */
+#define RL_VERSION_HEX                                                     \
+	((RL_VERSION_MAJOR << 16) | (RL_VERSION_MINOR << 8) | RL_VERSION_PATCH)
+
 typedef struct rl_loop rl_loop;
 typedef struct rl_req rl_req;
 typedef struct rl_timer rl_timer;
@@ -142,6 +154,12 @@ void rl_unref(rl_loop *loop);
  * iteration. */
 uint64_t rl_now_ms(const rl_loop *loop);
 
+/* The library's version as RL_VERSION_HEX encodes it, and as "0.2.0": the
+ * library the program runs with, which may be newer than the headers it
+ * was built with. */
+unsigned rl_version(void);
+const char *rl_version_string(void);
+
 /* A description of a -errno result, including ringloop's own meanings. */
 const char *rl_strerror(int err);
 
@@ -173,7 +191,7 @@ enum rl_op {
 	RL_OP_READ_FILE,
 };
 
-typedef void (*rl_cb)(rl_req *req);
+typedef void (*rl_req_cb)(rl_req *req);
 
 /* read_file flags */
 enum rl_read_file_flags {
@@ -183,66 +201,70 @@ enum rl_read_file_flags {
 };
 
 /*
- * A request. Public fields first: the caller may set data, and reads
- * result (and buf/len for read_file) in the callback. Fields after
- * "private" belong to the loop while the request is in flight.
+ * A request. Zero it (or call rl_req_init()) before its first submission;
+ * from then on the loop leaves it reusable whenever its callback has run.
+ * The caller may set data, and reads result (and, for read_file, buf and
+ * len) in the callback. The argument fields hold what was submitted. priv
+ * belongs to the loop and its backend while the request is in flight: its
+ * size is fixed, its content is nobody else's business, and a backend can
+ * change what it keeps there without changing this layout.
  */
+#define RL_REQ_PRIVATE_WORDS 12
+
 struct rl_req {
 	void *data;	/* the caller's, never touched by the loop */
 	int64_t result; /* >= 0 or -errno, valid in the callback */
-	rl_cb cb;
+	rl_req_cb cb;
 	rl_loop *loop;
 	uint8_t op;	/* enum rl_op */
 
 	/* Arguments, kept as submitted. For read_file, buf and len describe
 	 * the data in the callback (buf may have been grown). */
-	const char *path;
 	int fd;
 	int flags;
 	unsigned mode;
+	const char *path;
+	const char *path2;
 	void *buf;
 	size_t len;
 	int64_t offset;
-	struct statx *stx;
+	union {
+		struct statx *stx;
+		const struct iovec *iov;
+		void *ptr;
+	};
+	uint32_t count; /* iovcnt, address length... per operation */
 
-	/* private */
 	struct {
-		rl_req *next;	      /* ready, pending and pool queues */
-		uint32_t state;	      /* RL__REQ_* */
-		int32_t slot;	      /* direct descriptor slot, or fd */
-		int32_t step;	      /* backend state machine */
-		int32_t probe_res;    /* read_file: the end-of-file probe */
-		uint32_t bflags;      /* the backend's own per-request bits */
-		int64_t res[2];	      /* step results kept until the end */
-		size_t cap;	      /* read_file: buffer capacity */
-		char sentinel;	      /* epoll: proves "the file is larger" */
-		char probe;	      /* uring: the byte after a read, if any */
-		void (*work)(rl_req *); /* thread pool job */
+		uint64_t words[RL_REQ_PRIVATE_WORDS];
 	} priv;
 };
+
+/* Zeroes req: what a request must be before its first submission. */
+void rl_req_init(rl_req *req);
 
 /*
  * Opens path; result is the new fd. The fd is the caller's to close.
  * If the request is cancelled after the kernel opened the file, the loop
  * closes the fd itself.
  */
-int rl_open(rl_loop *loop, rl_req *req, const char *path, int flags,
-	    unsigned mode, rl_cb cb);
+int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
+	    unsigned mode, rl_req_cb cb);
 
 /* Reads up to len bytes at offset (or at the fd's position when offset is
  * -1); result is the byte count, 0 at end of file. */
-int rl_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
-	    int64_t offset, rl_cb cb);
+int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
+	    int64_t offset, rl_req_cb cb);
 
 /* Closes fd; result 0 or -errno. -ECANCELED (cancelled, or the loop
  * closed, before the close ran) leaves fd open: it is still the caller's.
  * Any other result means fd is gone, even -EINTR (Linux closes first), and
  * a close cancelled too late to stop it reports its real result. */
-int rl_close(rl_loop *loop, rl_req *req, int fd, rl_cb cb);
+int rl_fs_close(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb);
 
 /* statx() of path (following symlinks), basic stats, into *stx. */
-int rl_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
-	    rl_cb cb);
+int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
+	    rl_req_cb cb);
 
 /*
  * Reads the whole file at path to end of file. Without RL_READ_FILE_GROW,
@@ -251,8 +273,8 @@ int rl_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
  * grown as needed. result is the file size read; req->buf and req->len
  * then hold the data and its capacity.
  */
-int rl_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
-		 size_t len, unsigned flags, rl_cb cb);
+int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
+		 size_t len, unsigned flags, rl_req_cb cb);
 
 /*
  * Cancels a request in flight: its callback runs with -ECANCELED. Returns 0,
@@ -281,6 +303,11 @@ struct rl_timer {
 	uint32_t state;	  /* RL__TIMER_* */
 	rl_timer *next;	  /* cancelled-timer queue */
 };
+
+/* Zeroes timer: what a timer must be before its first start (a zeroed
+ * struct is initialised). The loop leaves it reusable after its last
+ * callback. */
+void rl_timer_init(rl_timer *timer);
 
 int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 		   uint64_t repeat_ms, rl_timer_cb cb);
@@ -320,6 +347,8 @@ struct rl_task {
 };
 
 void rl_task_queue(rl_loop *loop, rl_task *task, void (*fn)(rl_task *task));
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

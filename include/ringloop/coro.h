@@ -14,12 +14,12 @@
  *	static int64_t reader(void *arg)
  *	{
  *		char buf[64];
- *		int64_t n = rl_coro_read_file(arg, buf, sizeof(buf));
+ *		int64_t n = rl_coro_fs_read_file(arg, buf, sizeof(buf));
  *
  *		return n;	// >= 0, or -ENOENT and friends
  *	}
  *
- *	rl_coro_sched_open(loop, &sched, NULL);
+ *	rl_coro_ctx_open(loop, &sched, NULL);
  *	rl_coro_spawn(sched, &co, reader, "/etc/hostname", NULL);
  *	rl_run(loop, RL_RUN_DEFAULT);
  *	...
@@ -29,8 +29,8 @@
  * coroutine returns -EPERM and does nothing.
  *
  * OWNERSHIP AND CLOSING. The coroutines of a loop belong to a scheduler
- * object the program opens with rl_coro_sched_open(). It closes with
- * rl_coro_sched_close(), or with the loop: the scheduler puts a close hook
+ * object the program opens with rl_coro_ctx_open(). It closes with
+ * rl_coro_ctx_close(), or with the loop: the scheduler puts a close hook
  * on the loop, so rl_loop_close() closes it first, while the loop still
  * runs. Closing the scheduler:
  *
@@ -48,7 +48,7 @@
  *
  * A coroutine that keeps waiting after -ECANCELED cannot: every call
  * fails at once while closing. Should the loop nevertheless go idle with a
- * coroutine suspended, rl_coro_sched_close() returns -EBUSY, frees nothing
+ * coroutine suspended, rl_coro_ctx_close() returns -EBUSY, frees nothing
  * and may be called again (rl_loop_close() then returns -EBUSY too).
  *
  * HANDLES. rl_coro_spawn() gives a handle (unless out is NULL: detached).
@@ -101,8 +101,11 @@
 extern "C" {
 #endif
 
+/* Only what these headers declare is exported from the shared library. */
+#pragma GCC visibility push(default)
+
 typedef struct rl_coro rl_coro;
-typedef struct rl_coro_sched rl_coro_sched;
+typedef struct rl_coro_ctx rl_coro_ctx;
 typedef struct rl_coro_pool rl_coro_pool;
 
 /* A coroutine's body. Its return value goes to rl_coro_join(); by the
@@ -140,10 +143,10 @@ void rl_coro_pool_stats(const rl_coro_pool *pool,
 
 /* ------------------------------------------------------------- scheduler */
 
-/* The default of rl_coro_sched_options.start_window. */
+/* The default of rl_coro_ctx_options.start_window. */
 #define RL_CORO_START_WINDOW 256
 
-struct rl_coro_sched_options {
+struct rl_coro_ctx_options {
 	size_t stack_size;   /* default for spawn; 0 = RL_CORO_STACK_DEFAULT */
 	rl_coro_pool *pool;  /* shared pool, or NULL for a private one */
 	/* Start pacing: a coroutine due to start while this many coroutines
@@ -155,8 +158,8 @@ struct rl_coro_sched_options {
 
 /* Opens the coroutine scheduler of loop (one per loop is enough; opt may
  * be NULL). Returns 0 and sets *out, or -errno. */
-int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
-		       const struct rl_coro_sched_options *opt);
+int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
+		       const struct rl_coro_ctx_options *opt);
 
 /*
  * Cancels, unwinds and frees every coroutine (see the top of this file),
@@ -164,19 +167,19 @@ int rl_coro_sched_open(rl_loop *loop, rl_coro_sched **out,
  * or a coroutine: -EBUSY), or let rl_loop_close() call it. Returns 0, or
  * -EBUSY (nothing freed) when a coroutine stays suspended regardless.
  */
-int rl_coro_sched_close(rl_coro_sched *sched);
+int rl_coro_ctx_close(rl_coro_ctx *sched);
 
-rl_loop *rl_coro_sched_loop(const rl_coro_sched *sched);
+rl_loop *rl_coro_ctx_loop(const rl_coro_ctx *sched);
 
-struct rl_coro_sched_stats {
+struct rl_coro_ctx_stats {
 	uint64_t spawned;
 	uint64_t finished;
 	size_t alive;	 /* spawned and not finished */
 	size_t handles;	 /* handles not yet joined, detached or freed */
 };
 
-void rl_coro_sched_stats(const rl_coro_sched *sched,
-			 struct rl_coro_sched_stats *out);
+void rl_coro_ctx_stats(const rl_coro_ctx *sched,
+			 struct rl_coro_ctx_stats *out);
 
 /* -------------------------------------------------------------- spawning */
 
@@ -198,7 +201,7 @@ struct rl_coro_options {
  * With out NULL the coroutine is detached. opt may be NULL. Returns 0, or
  * -EINVAL, -ENOMEM, -ECANCELED (scheduler closing).
  */
-int rl_coro_spawn(rl_coro_sched *sched, rl_coro **out, rl_coro_fn fn,
+int rl_coro_spawn(rl_coro_ctx *sched, rl_coro **out, rl_coro_fn fn,
 		  void *arg, const struct rl_coro_options *opt);
 
 /* Frees the handle when the coroutine is done, else when it finishes.
@@ -240,15 +243,15 @@ int rl_coro_sleep(uint64_t ms);
 
 /* The loop's requests (see ringloop.h), each suspending until it is done.
  * Buffers may live on the coroutine's stack. */
-int64_t rl_coro_read_file(const char *path, void *buf, size_t len);
+int64_t rl_coro_fs_read_file(const char *path, void *buf, size_t len);
 /* read_file with a buffer the loop grows to fit (RL_READ_FILE_GROW):
  * *buf (NULL or malloc'ed, *cap bytes) may be replaced; the caller frees
  * it. Returns the file size read. */
-int64_t rl_coro_read_file_grow(const char *path, void **buf, size_t *cap);
-int rl_coro_open(const char *path, int flags, unsigned mode);
-int64_t rl_coro_read(int fd, void *buf, size_t len, int64_t offset);
-int rl_coro_close(int fd);
-int rl_coro_stat(const char *path, struct statx *stx);
+int64_t rl_coro_fs_read_file_grow(const char *path, void **buf, size_t *cap);
+int rl_coro_fs_open(const char *path, int flags, unsigned mode);
+int64_t rl_coro_fs_read(int fd, void *buf, size_t len, int64_t offset);
+int rl_coro_fs_close(int fd);
+int rl_coro_fs_stat(const char *path, struct statx *stx);
 
 /*
  * Waits for a promise of the promise layer (promise.h) and consumes the
@@ -263,6 +266,8 @@ int rl_coro_stat(const char *path, struct statx *stx);
 struct rl_promise;
 struct rl_value;
 int rl_coro_await(struct rl_promise *p, struct rl_value *value);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@
  * calls (rl_promise_resolve, rl_promise_reject...) only borrow it. So a chain is written without any
  * bookkeeping:
  *
- *	p = rl_then(rl_promise_read_file(ctx, path, buf, len), on_data, NULL, arg);
+ *	p = rl_then(rl_promise_fs_read_file(ctx, path, buf, len), on_data, NULL, arg);
  *	p = rl_catch(p, on_error, arg);
  *	rl_promise_unref(p);		// not interested in the end result
  *
@@ -48,11 +48,11 @@
  * VALUES. A value is struct rl_value { int64_t i; void *p; }: a number, a
  * pointer, or both (a length and a data pointer). What each source gives:
  *
- *	rl_promise_read_file   i = bytes read, p = buf (the caller's buffer)
- *	rl_promise_read        i = bytes read (0 at EOF), p = buf
- *	rl_promise_open        i = the fd (the program's to close), p = NULL
- *	rl_promise_close       i = 0
- *	rl_promise_stat        i = 0, p = stx (the caller's struct statx)
+ *	rl_promise_fs_read_file   i = bytes read, p = buf (the caller's buffer)
+ *	rl_promise_fs_read        i = bytes read (0 at EOF), p = buf
+ *	rl_promise_fs_open        i = the fd (the program's to close), p = NULL
+ *	rl_promise_fs_close       i = 0
+ *	rl_promise_fs_stat        i = 0, p = stx (the caller's struct statx)
  *	rl_promise_sleep       i = 0
  *	rl_all                 i = n, p = struct rl_value[n], in input order
  *	rl_all_settled         i = n, p = struct rl_settlement[n]
@@ -82,6 +82,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Only what these headers declare is exported from the shared library. */
+#pragma GCC visibility push(default)
 
 typedef struct rl_promise rl_promise;
 typedef struct rl_promise_ctx rl_promise_ctx;
@@ -247,16 +250,18 @@ rl_promise *rl_race(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
  * with that error. When the loop closes, pending ones reject with
  * -ECANCELED. buf, path and stx must stay valid until the promise settles.
  */
-rl_promise *rl_promise_read_file(rl_promise_ctx *ctx, const char *path,
+rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 				 void *buf, size_t len);
-rl_promise *rl_promise_open(rl_promise_ctx *ctx, const char *path, int flags,
+rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 			    unsigned mode);
-rl_promise *rl_promise_read(rl_promise_ctx *ctx, int fd, void *buf,
+rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
 			    size_t len, int64_t offset);
-rl_promise *rl_promise_close(rl_promise_ctx *ctx, int fd);
-rl_promise *rl_promise_stat(rl_promise_ctx *ctx, const char *path,
+rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd);
+rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 			    struct statx *stx);
 rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
