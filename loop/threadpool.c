@@ -117,18 +117,10 @@ bool rl__pool_may_sleep(struct rl__pool *pool)
 	return true;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Polls the queue length for a while, without the lock. */
 static void spin_for_jobs(struct rl__pool *pool)
 {
-	uint64_t end = mono_ns() + RL__POOL_SPIN_NS;
+	uint64_t end = rl__clock_ns() + RL__POOL_SPIN_NS;
 	unsigned i = 0;
 
 	for (;;) {
@@ -136,7 +128,7 @@ static void spin_for_jobs(struct rl__pool *pool)
 		    atomic_load_explicit(&pool->stopping, memory_order_relaxed))
 			return;
 		rl__cpu_relax();
-		if (++i % 64 == 0 && mono_ns() >= end)
+		if (++i % 64 == 0 && rl__clock_ns() >= end)
 			return;
 	}
 }

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoll.c - the epoll backend's core: epoll for the loop's own fds (the
+ * eventfd the workers and rl_post() write, and watched reads), the thread
+ * pool for blocking work, and the queues in between. What each operation
+ * does is in epoll_fs.c; epoll.h tells how a request travels.
+ *
+ * Closing an fd while a read on it is in flight is undefined, as with
+ * read(2) from another thread; with the poll path it may also leave a
+ * stale epoll registration when the file has other descriptors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "epoll.h"
+
+#define MAX_EVENTS 64
+
+/*
+ * Sharing. A burst of at least this many fast-path requests in one tick is
+ * shared with the workers instead of running on the loop thread alone: it
+ * goes on the pool's queue, at most (CPUs - 1) workers are woken, and the
+ * loop takes jobs off the same queue and runs them itself with the fast
+ * path. Below it, the hand-off costs more than it saves.
+ */
+#define SHARE_MIN 8
+
+/* ------------------------------------------------------ loop-side helpers */
+
+void rl__ep_to_pool(struct rl__ep *ep, rl_req *req)
+{
+	rl__req(req)->work = rl__ep_fs_job(req);
+	rl__epr(req)->step = RL__EP_BATCH;
+	rl__fifo_push(&ep->batch, req);
+}
+
+/* The request's result is known, but rl__complete() waits for the next
+ * wait(): until then it is in flight as far as rl_cancel() can tell, which
+ * answers -EALREADY for a second cancel, as for a request in the kernel. */
+static void defer_complete(struct rl__ep *ep, rl_req *req, int64_t res)
+{
+	rl__epr(req)->res[0] = res;
+	rl__epr(req)->step = RL__EP_FINISHED;
+	rl__fifo_push(&ep->finished, req);
+}
+
+/* Finished on the loop thread by the fast path. */
+void rl__ep_finish_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+			  int64_t res)
+{
+	defer_complete(ep, req, res);
+	loop->stats.inline_completions++;
+}
+
+void rl__ep_sys_close(rl_loop *loop, int fd)
+{
+	close(fd);
+	loop->stats.syscalls++;
+}
+
+void rl__ep_unwatch(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	int fd = rl__epr(req)->slot >= 0 ? rl__epr(req)->slot : req->fd;
+
+	epoll_ctl(ep->epfd, EPOLL_CTL_DEL, fd, NULL);
+	loop->stats.syscalls++;
+	if (rl__epr(req)->slot >= 0) {
+		rl__ep_sys_close(loop, rl__epr(req)->slot);
+		rl__epr(req)->slot = -1;
+	}
+	rl__fifo_remove(&ep->watched, req);
+	ep->nwatch--;
+	rl__epr(req)->step = RL__EP_NONE;
+}
+
+/* Registers a read with epoll. epoll refuses to register the same fd twice
+ * (EEXIST), so a second read waiting on the same fd registers a dup() of
+ * it. Returns false when its fd cannot be polled
+ * (EPERM) or epoll refuses it otherwise: a worker reads it then. */
+static bool watch(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
+				  .data.ptr = req };
+	int fd;
+
+	rl__epr(req)->slot = -1;
+	loop->stats.syscalls++;
+	if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, req->fd, &ev) < 0) {
+		if (errno != EEXIST)
+			return false;
+		/* Another read waits on this fd already. epoll keys its
+		 * entries on (fd, file), so a duplicate fd is a new entry. */
+		fd = fcntl(req->fd, F_DUPFD_CLOEXEC, 0);
+		loop->stats.syscalls++;
+		if (fd < 0)
+			return false;
+		loop->stats.syscalls++;
+		if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			rl__ep_sys_close(loop, fd);
+			return false;
+		}
+		rl__epr(req)->slot = fd;
+	}
+	rl__epr(req)->step = RL__EP_WATCH;
+	rl__fifo_push(&ep->watched, req);
+	ep->nwatch++;
+	return true;
+}
+
+/* A read that may wait forever: poll it, or give it to a worker when it
+ * cannot be polled. */
+void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	if (watch(loop, ep, req))
+		return;
+	rl__epr(req)->bflags |= RL__RD_BLOCKING;
+	rl__ep_to_pool(ep, req);
+}
+
+
+bool rl__ep_rewatch(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
+				  .data.ptr = req };
+	int fd = rl__epr(req)->slot >= 0 ? rl__epr(req)->slot : req->fd;
+
+	loop->stats.syscalls++;
+	return epoll_ctl(ep->epfd, EPOLL_CTL_MOD, fd, &ev) == 0;
+}
+
+/* ---------------------------------------------------------- the backend */
+
+
+/* The fast path for one request; what it cannot finish goes to the pool. */
+static void run_one(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	rl__epr(req)->step = RL__EP_NONE;
+	if ((rl__epr(req)->bflags & RL__EP_TRIED) || !rl__ep_fs_may_inline(ep, req) ||
+	    !rl__ep_fs_try_inline(loop, ep, req)) {
+		rl__epr(req)->bflags |= RL__EP_TRIED;
+		rl__ep_to_pool(ep, req);
+	}
+}
+
+/*
+ * Runs the fast path for what submit() queued since the last wait(). A
+ * few requests run on the loop thread; a burst is shared with the
+ * workers, which take jobs off the pool's queue while the loop does the
+ * same and runs them with the fast path, so that a burst of cached reads
+ * uses every CPU instead of one (see SHARE_MIN). Workers do their jobs
+ * the blocking way; a job the loop takes and cannot finish without
+ * blocking goes back to them, once.
+ */
+static void run_inline(rl_loop *loop, struct rl__ep *ep)
+{
+	struct rl__fifo share = { 0 };
+	rl_req *req;
+
+	if (ep->ninline < SHARE_MIN || ep->ncpu < 2) {
+		while ((req = rl__fifo_pop(&ep->inl)))
+			run_one(loop, ep, req);
+		ep->ninline = 0;
+		return;
+	}
+	rl__fifo_splice(&share, &ep->inl);
+	for (req = share.head; req; req = rl__req(req)->next) {
+		rl__req(req)->work = rl__ep_fs_job(req);
+		rl__epr(req)->step = RL__EP_POOL;
+	}
+	ep->in_pool += ep->ninline;
+	ep->ninline = 0;
+	/* The loop is the other CPU's worker. */
+	loop->stats.syscalls += rl__pool_submit(&ep->pool, &share, ep->ncpu - 1);
+	while ((req = rl__pool_take(&ep->pool))) {
+		ep->in_pool--;
+		run_one(loop, ep, req);
+	}
+}
+
+static void ep_submit(rl_loop *loop, rl_req *req)
+{
+	struct rl__ep *ep = rl__ep(loop);
+
+	rl__epr(req)->step = RL__EP_NONE;
+	rl__epr(req)->slot = -1;
+	rl__epr(req)->bflags = 0;
+	rl__epr(req)->res[0] = 0;
+	rl__epr(req)->res[1] = 0;
+	if (ep->inline_ok) {
+		/* Not now: the next wait() sees the whole burst. Requests
+		 * the fast path cannot do (stat) wait in the same queue, so
+		 * that the pool gets a tick's requests in submission order. */
+		rl__epr(req)->step = RL__EP_INLINE;
+		rl__fifo_push(&ep->inl, req);
+		ep->ninline++;
+		return;
+	}
+	rl__ep_to_pool(ep, req);
+}
+
+static void flush_batch(rl_loop *loop, struct rl__ep *ep)
+{
+	uint64_t n = 0;
+
+	if (rl__fifo_empty(&ep->batch))
+		return;
+	for (rl_req *r = ep->batch.head; r; r = rl__req(r)->next) {
+		rl__epr(r)->step = RL__EP_POOL;
+		n++;
+	}
+	ep->in_pool += n;
+	/* Each worker woken may cost a futex call on this thread. */
+	loop->stats.syscalls +=
+		rl__pool_submit(&ep->pool, &ep->batch, ep->pool.nthreads);
+}
+
+static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	int64_t res = rl__epr(req)->res[0];
+
+	/* Interrupted because the loop closes (a cancelled request becomes
+	 * -ECANCELED in rl__complete() anyway). Not a close: Linux has
+	 * closed the fd even when close() says EINTR. */
+	if (res == -EINTR && ep->closing && req->op != RL_OP_CLOSE)
+		res = -ECANCELED;
+
+	rl__epr(req)->step = RL__EP_NONE;
+	if (res == RL__RES_POLL) {
+		if ((rl__req(req)->state & RL__REQ_CANCEL) || ep->closing) {
+			rl__complete(loop, req, -ECANCELED);
+			return 1;
+		}
+		rl__ep_watch_or_block(loop, ep, req);
+		return 0;
+	}
+	rl__complete(loop, req, res);
+	return 1;
+}
+
+/* Moves what finished inline or on a worker to the loop's ready queue. */
+static int reap(rl_loop *loop, struct rl__ep *ep)
+{
+	struct rl__fifo done = { 0 };
+	rl_req *req;
+	int n = 0;
+
+	while ((req = rl__fifo_pop(&ep->finished))) {
+		rl__epr(req)->step = RL__EP_NONE;
+		rl__complete(loop, req, rl__epr(req)->res[0]);
+		n++;
+	}
+	rl__pool_take_done(&ep->pool, &done);
+	while ((req = rl__fifo_pop(&done))) {
+		ep->in_pool--;
+		loop->stats.pool_jobs++;
+		n += pool_done(loop, ep, req);
+	}
+	return n;
+}
+
+/*
+ * Jobs are out and nothing else can happen without a syscall: poll the
+ * done list (and the posts) for a short while before sleeping, so a job
+ * that takes a few microseconds costs no eventfd round trip. Returns the
+ * time spent, which comes off the timeout.
+ */
+static int64_t spin_for_done(rl_loop *loop, struct rl__ep *ep, int64_t limit_ns)
+{
+	uint64_t start = rl__clock_ns(), now = start;
+	unsigned i = 0;
+
+	if (limit_ns < 0 || limit_ns > RL__POOL_SPIN_NS)
+		limit_ns = RL__POOL_SPIN_NS;
+	while (!rl__pool_has_done(&ep->pool) &&
+	       !atomic_load_explicit(&loop->posts, memory_order_relaxed)) {
+		rl__cpu_relax();
+		if (++i % 64 == 0 &&
+		    (int64_t)((now = rl__clock_ns()) - start) >= limit_ns)
+			break;
+	}
+	return (int64_t)(now - start);
+}
+
+static int poll_fds(rl_loop *loop, struct rl__ep *ep, int64_t timeout_ns,
+		    struct epoll_event *evs)
+{
+	struct timespec ts;
+	int64_t ms;
+	int n;
+
+	loop->stats.syscalls++;
+	loop->stats.waits++;
+	/* epoll_pwait2() (5.11) takes a nanosecond timeout; before it, the
+	 * millisecond timeout of epoll_wait() is rounded UP so that a timer
+	 * never fires early. */
+	if (timeout_ns > 0 && ep->pwait2_ok) {
+		ts.tv_sec = timeout_ns / 1000000000;
+		ts.tv_nsec = timeout_ns % 1000000000;
+		n = epoll_pwait2(ep->epfd, evs, MAX_EVENTS, &ts, NULL);
+		if (n >= 0 || errno != ENOSYS)
+			return n < 0 ? -errno : n;
+		ep->pwait2_ok = false;
+		loop->stats.syscalls++;
+		loop->stats.waits++;
+	}
+	if (timeout_ns < 0)
+		ms = -1;
+	else
+		ms = (timeout_ns + 999999) / 1000000; /* never early */
+	if (ms > INT_MAX)
+		ms = INT_MAX;
+	n = epoll_wait(ep->epfd, evs, MAX_EVENTS, (int)ms);
+	return n < 0 ? -errno : n;
+}
+
+/*
+ * How long the loop may sleep while jobs are out, given that workers hold
+ * wake-ups back while jobs are queued (threadpool.h): RL__POOL_HOLD_NS
+ * with jobs queued. With none queued, only a rare interleaving (a worker
+ * that saw the last job still queued, whose taker then blocks for good)
+ * leaves a completion unannounced; ten times as long is enough for that.
+ * With a single job out nothing is ever held back.
+ */
+static int64_t hold_cap(struct rl__ep *ep, int64_t timeout_ns, bool *capped)
+{
+	int64_t cap;
+
+	*capped = false;
+	if (ep->in_pool < 2)
+		return timeout_ns;
+	cap = rl__pool_queued(&ep->pool) ? RL__POOL_HOLD_NS
+					 : 10 * RL__POOL_HOLD_NS;
+	if (timeout_ns >= 0 && timeout_ns <= cap)
+		return timeout_ns;
+	*capped = true;
+	return cap;
+}
+
+static int ep_wait(rl_loop *loop, int64_t timeout_ns)
+{
+	struct rl__ep *ep = rl__ep(loop);
+	struct epoll_event evs[MAX_EVENTS];
+	uint64_t count, start;
+	int64_t t;
+	int n, i, done;
+	bool sleep, capped;
+
+	run_inline(loop, ep);
+	flush_batch(loop, ep);
+	done = reap(loop, ep);
+	/* Spin only while a CPU is left over: with every CPU running a
+	 * worker, the spin would take one of them away. */
+	if (!done && timeout_ns != 0 && ep->in_pool &&
+	    ep->in_pool < ep->ncpu && !ep->nwatch && RL__POOL_SPIN_NS > 0 &&
+	    rl__spin_allowed(&ep->spin)) {
+		int64_t spent = spin_for_done(loop, ep, timeout_ns);
+
+		if (timeout_ns > 0)
+			timeout_ns = spent >= timeout_ns ? 0 : timeout_ns - spent;
+		done = reap(loop, ep);
+		rl__spin_outcome(&ep->spin, done > 0);
+	}
+	for (;;) {
+		/* Completions in hand, or no waiting allowed, or a job
+		 * finished just now: only the watched fds need a look, if
+		 * there are some. */
+		sleep = !done && timeout_ns != 0 &&
+			rl__pool_may_sleep(&ep->pool);
+		capped = false;
+		if (sleep) {
+			t = hold_cap(ep, timeout_ns, &capped);
+		} else {
+			if (!ep->nwatch)
+				return done + reap(loop, ep);
+			t = 0;
+		}
+		start = capped && timeout_ns > 0 ? rl__clock_ns() : 0;
+		n = poll_fds(loop, ep, t, evs);
+		if (sleep)
+			rl__pool_awake(&ep->pool);
+		if (n < 0)
+			return n == -EINTR ? done + reap(loop, ep) : n;
+		for (i = 0; i < n; i++) {
+			rl_req *req = evs[i].data.ptr;
+
+			if (req) {
+				rl__ep_fs_ready(loop, ep, req);
+				done++;
+				continue;
+			}
+			/* The eventfd: workers finished jobs, or rl_post(). */
+			loop->stats.syscalls++;
+			if (read(ep->efd, &count, sizeof(count)) ==
+			    sizeof(count))
+				loop->stats.wakeups++;
+		}
+		/* A request a watch sent to the pool goes now, not a wait
+		 * later. */
+		flush_batch(loop, ep);
+		done += reap(loop, ep);
+		/* Only the hold-back cap ran out, and nothing was held back:
+		 * sleep on for what is left of the caller's timeout, so
+		 * that RL_RUN_ONCE still waits for something to happen. */
+		if (done || n || !capped)
+			return done;
+		if (timeout_ns > 0) {
+			timeout_ns -= (int64_t)(rl__clock_ns() - start);
+			if (timeout_ns <= 0)
+				return done;
+		}
+	}
+}
+
+static void ep_cancel(rl_loop *loop, rl_req *req)
+{
+	struct rl__ep *ep = rl__ep(loop);
+	struct rl__fifo gone = { 0 };
+
+	if (!req) {
+		/* Closing: nothing new starts. Running jobs finish and
+		 * report their real result; finished ones are reaped as
+		 * usual by the next wait(). */
+		ep->closing = true;
+		rl__fifo_splice(&gone, &ep->inl);
+		ep->ninline = 0;
+		rl__fifo_splice(&gone, &ep->batch);
+		while ((req = rl__fifo_pop(&gone))) {
+			rl__epr(req)->step = RL__EP_NONE;
+			rl__complete(loop, req, -ECANCELED);
+		}
+		rl__pool_cancel_all(&ep->pool, &gone);
+		while ((req = rl__fifo_pop(&gone))) {
+			ep->in_pool--;
+			rl__epr(req)->step = RL__EP_NONE;
+			rl__complete(loop, req, -ECANCELED);
+		}
+		while ((req = ep->watched.head)) {
+			rl__ep_unwatch(loop, ep, req);
+			rl__complete(loop, req, -ECANCELED);
+		}
+		/* Jobs blocked for good (a FIFO's open, a device's read)
+		 * would keep the close waiting: interrupt them, again on
+		 * every pass of the close, until they have finished. */
+		rl__pool_interrupt(&ep->pool, NULL);
+		return;
+	}
+	switch (rl__epr(req)->step) {
+	case RL__EP_INLINE:
+		rl__fifo_remove(&ep->inl, req);
+		ep->ninline--;
+		break;
+	case RL__EP_BATCH:
+		rl__fifo_remove(&ep->batch, req);
+		break;
+	case RL__EP_POOL:
+		if (!rl__pool_cancel(&ep->pool, req)) {
+			/* Running: its result becomes -ECANCELED; if it
+			 * blocks, the interrupt ends the wait. */
+			rl__pool_interrupt(&ep->pool, req);
+			return;
+		}
+		ep->in_pool--;
+		break;
+	case RL__EP_WATCH:
+		rl__ep_unwatch(loop, ep, req);
+		break;
+	default:
+		/* Finished inline: rl__complete() turns the result into
+		 * -ECANCELED when the next wait() reaps it. */
+		return;
+	}
+	defer_complete(ep, req, -ECANCELED);
+}
+
+/* Thread-safe; called by workers (through the pool) and by rl_post(). */
+static void ep_notify(void *arg)
+{
+	struct rl__ep *ep = arg;
+	uint64_t one = 1;
+
+	/* EAGAIN means the counter is saturated: the loop wakes anyway. */
+	if (write(ep->efd, &one, sizeof(one)) < 0) {
+	}
+}
+
+static void ep_wake(rl_loop *loop)
+{
+	ep_notify(rl__ep(loop));
+}
+
+static void ep_destroy(rl_loop *loop)
+{
+	struct rl__ep *ep = rl__ep(loop);
+
+	if (!ep)
+		return;
+	/* Joining first: a worker's last eventfd write must find it open. */
+	rl__pool_destroy(&ep->pool);
+	close(ep->efd);
+	close(ep->epfd);
+	free(ep);
+	loop->be = NULL;
+}
+
+static int ep_init(rl_loop *loop, const struct rl_options *opt)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct rl__ep *ep;
+	int ret;
+
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -ENOMEM;
+	ep->inline_ok = !(opt->flags & RL_NO_INLINE);
+	ep->ncpu = rl__pool_size(0);
+	ep->openat2_ok = true;
+	ep->pwait2_ok = true;
+	ep->efd = -1;
+	ep->epfd = epoll_create1(EPOLL_CLOEXEC);
+	loop->stats.syscalls++;
+	if (ep->epfd < 0)
+		goto fail_errno;
+	/* Non-blocking, and only read when epoll reports it, so a read never
+	 * waits; one read resets any number of writes. */
+	ep->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	loop->stats.syscalls++;
+	if (ep->efd < 0)
+		goto fail_errno;
+	loop->stats.syscalls++;
+	if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->efd, &ev) < 0)
+		goto fail_errno;
+	ret = rl__pool_init(&ep->pool, rl__pool_size(opt->pool_threads),
+			    ep_notify, ep);
+	if (ret < 0)
+		goto fail;
+	loop->be = ep;
+	return 0;
+
+fail_errno:
+	ret = -errno;
+fail:
+	if (ep->efd >= 0)
+		close(ep->efd);
+	if (ep->epfd >= 0)
+		close(ep->epfd);
+	free(ep);
+	return ret;
+}
+
+const struct rl__backend rl__backend_epoll = {
+	.name = "epoll",
+	.init = ep_init,
+	.destroy = ep_destroy,
+	.submit = ep_submit,
+	.cancel = ep_cancel,
+	.wait = ep_wait,
+	.wake = ep_wake,
+};

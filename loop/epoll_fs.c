@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoll_fs.c - file requests on the epoll backend: the jobs the pool's
+ * workers run (the blocking way), and the fast path that finishes a
+ * request on the loop thread when the kernel can do it without blocking.
+ *
+ * The fast path: read_file is openat2 + fstat + preadv2 + close, as many
+ * syscalls as the plain synchronous loop; read is a preadv2; close is a
+ * close(); open is openat2 (+ fstat + F_SETFL). stat always goes to the
+ * pool (see rl__ep_fs_may_inline()). What the fast path cannot finish
+ * without blocking goes to the pool; a read_file that stops half-way
+ * starts over in the worker, with a fresh open, from offset 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "epoll.h"
+
+#ifndef SYS_openat2
+#define SYS_openat2 437 /* the same number on every architecture */
+#endif
+#ifndef RESOLVE_CACHED
+#define RESOLVE_CACHED 0x20
+#endif
+#ifndef O_TMPFILE
+#define O_TMPFILE 0 /* (O_TMPFILE includes O_DIRECTORY: compare all bits) */
+#endif
+
+/*
+ * openat2() exists since 5.6 and RESOLVE_CACHED since 5.12; glibc 2.36
+ * has no wrapper. With RESOLVE_CACHED, a lookup that would have to block
+ * (a dentry not in the cache, a permission check that needs a sleeping
+ * lock) fails with EAGAIN instead; a cached negative dentry still gives
+ * ENOENT, so every other error is the real answer. Older kernels answer
+ * ENOSYS (no openat2) or EINVAL (unknown resolve flag): the fast path for
+ * opens is then marked unavailable for the loop's lifetime. openat2() is
+ * stricter than openat() (unknown flag bits, a mode without O_CREAT:
+ * EINVAL), so an EINVAL for a caller's rl_fs_open() flags only sends that
+ * open to the pool. RESOLVE_CACHED also refuses O_CREAT, O_TRUNC and
+ * O_TMPFILE with EAGAIN, so those go to the pool directly.
+ */
+static int sys_openat2(const char *path, int flags, uint64_t resolve)
+{
+	struct open_how how;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)(unsigned)flags;
+	how.resolve = resolve;
+	return (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+}
+
+/* ------------------------------------------------------------ pool jobs */
+
+/* These run on a worker. They read the request's arguments and leave the
+ * result in ep_req.res[0]; they touch nothing else the loop owns. A blocking
+ * call interrupted by the pool's signal (threadpool.h) is retried unless
+ * the job was asked to give up; then it fails with -EINTR, which the loop
+ * reports as -ECANCELED. */
+
+static int open_retrying(const char *path, int flags, mode_t mode)
+{
+	int fd;
+
+	do {
+		fd = openat(AT_FDCWD, path, flags, mode);
+	} while (fd < 0 && errno == EINTR && !rl__pool_job_cancelled());
+	return fd < 0 ? -errno : fd;
+}
+
+static void job_open(rl_req *req)
+{
+	rl__epr(req)->res[0] = open_retrying(req->path, req->flags,
+					 (mode_t)req->mode);
+}
+
+/* close() is never retried: on Linux the fd is gone even after EINTR. */
+static void job_close(rl_req *req)
+{
+	rl__epr(req)->res[0] = close(req->fd) < 0 ? -errno : 0;
+}
+
+static void job_stat(rl_req *req)
+{
+	int ret;
+
+	do {
+		ret = statx(AT_FDCWD, req->path, 0, STATX_BASIC_STATS,
+			    req->stx);
+	} while (ret < 0 && errno == EINTR && !rl__pool_job_cancelled());
+	rl__epr(req)->res[0] = ret < 0 ? -errno : 0;
+}
+
+/* The blocking read to the end of an open file (fs.c). */
+static int64_t read_file_fd(rl_req *req, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	return rl__read_file_fd(req, fd, &st, 0, rl__pool_job_cancelled, NULL);
+}
+
+/* read_file is one job: open, fstat, read to the end, close. */
+static void job_read_file(rl_req *req)
+{
+	int fd = open_retrying(req->path, O_RDONLY | O_CLOEXEC, 0);
+
+	if (fd < 0) {
+		rl__epr(req)->res[0] = fd;
+		return;
+	}
+	rl__epr(req)->res[0] = read_file_fd(req, fd);
+	close(fd);
+}
+
+static ssize_t read_at(int fd, void *buf, size_t len, int64_t offset,
+		       int flags)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	/* preadv2 with offset -1 reads at the file position, like read(). */
+	return preadv2(fd, &iov, 1, (off_t)offset, flags);
+}
+
+/*
+ * Regular files cannot be polled (epoll_ctl says EPERM), so a blocking
+ * read of one goes to a worker. Pipes, sockets and character devices CAN
+ * block forever, and a worker stuck in read() could not be cancelled:
+ * those reads are polled on the loop thread instead (EPOLLIN |
+ * EPOLLONESHOT) and read with RWF_NOWAIT once ready, so rl_cancel() just
+ * drops the registration. A descriptor with O_NONBLOCK waits for data all
+ * the same, as io_uring does (it polls any file that supports RWF_NOWAIT
+ * rather than answering -EAGAIN). A device that cannot be polled, or that
+ * refuses RWF_NOWAIT once ready, is read by a worker.
+ */
+/* True for the file types a read may wait on forever, which the loop
+ * polls instead of letting a worker block. */
+static bool pollable_type(mode_t mode)
+{
+	return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode);
+}
+
+static void job_read(rl_req *req)
+{
+	size_t got = (size_t)rl__epr(req)->res[1];
+	int64_t off = req->offset;
+	struct stat st;
+	ssize_t r;
+
+	if (!(rl__epr(req)->bflags & (RL__RD_SEEKABLE | RL__RD_BLOCKING))) {
+		/* Straight from rl_fs_read() (no fast path): find out whether
+		 * this read may wait forever before doing it. */
+		if (fstat(req->fd, &st) < 0) {
+			rl__epr(req)->res[0] = -errno;
+			return;
+		}
+		if (pollable_type(st.st_mode)) {
+			r = read_at(req->fd, req->buf, req->len, off,
+				    RWF_NOWAIT);
+			if (r >= 0)
+				rl__epr(req)->res[0] = r;
+			else if (errno == EAGAIN || errno == EOPNOTSUPP)
+				rl__epr(req)->res[0] = RL__RES_POLL;
+			else
+				rl__epr(req)->res[0] = -errno;
+			return;
+		}
+	}
+	/* A regular file: one blocking read gives everything up to the end
+	 * of the file, after what the fast path may have read already. */
+	do {
+		r = read_at(req->fd, (char *)req->buf + got, req->len - got,
+			    off < 0 ? -1 : off + (int64_t)got, 0);
+	} while (r < 0 && errno == EINTR && !rl__pool_job_cancelled());
+	if (r < 0)
+		rl__epr(req)->res[0] = got ? (int64_t)got : -errno;
+	else
+		rl__epr(req)->res[0] = (int64_t)(got + (size_t)r);
+}
+
+static void (*const jobs[])(rl_req *) = {
+	[RL_OP_OPEN] = job_open,
+	[RL_OP_READ] = job_read,
+	[RL_OP_CLOSE] = job_close,
+	[RL_OP_STAT] = job_stat,
+	[RL_OP_READ_FILE] = job_read_file,
+};
+
+void (*rl__ep_fs_job(const rl_req *req))(rl_req *)
+{
+	return jobs[req->op];
+}
+
+/* ------------------------------------------------------------ fast path */
+
+/* Every syscall below runs on the loop thread and counts in stats.syscalls:
+ * the bench divides that by the operations to compare with io_uring. */
+
+/* After an EINVAL from a caller's open flags: is it the flags or the
+ * kernel? Asks once, with flags every openat2 kernel accepts. */
+static void probe_openat2(rl_loop *loop, struct rl__ep *ep)
+{
+	int fd;
+
+	ep->probed = true;
+	fd = sys_openat2("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+			 RESOLVE_CACHED);
+	loop->stats.syscalls++;
+	if (fd >= 0)
+		rl__ep_sys_close(loop, fd);
+	else if (errno == EINVAL || errno == ENOSYS || errno == E2BIG)
+		ep->openat2_ok = false;
+}
+
+/* openat2 with RESOLVE_CACHED: the fd, or -errno for a real failure, or
+ * -EAGAIN when the pool must do it. */
+static int open_cached(rl_loop *loop, struct rl__ep *ep, const char *path,
+		       int flags, bool fixed_flags)
+{
+	int fd = sys_openat2(path, flags, RESOLVE_CACHED);
+	int err;
+
+	loop->stats.syscalls++;
+	if (fd >= 0)
+		return fd;
+	err = errno;
+	if (err == ENOSYS || err == E2BIG || (err == EINVAL && fixed_flags)) {
+		ep->openat2_ok = false;
+		return -EAGAIN;
+	}
+	if (err == EINVAL) {
+		if (!ep->probed)
+			probe_openat2(loop, ep);
+		return -EAGAIN;
+	}
+	return -err;
+}
+
+/*
+ * RESOLVE_CACHED covers the path walk only: opening a FIFO waits for a
+ * peer and a device open may wait too. The inline open therefore adds
+ * O_NONBLOCK (which also turns a lease break into EAGAIN instead of a
+ * wait), keeps the fd only for a regular file or directory, and clears
+ * O_NONBLOCK again with F_SETFL when the caller did not ask for it.
+ */
+static bool inline_open(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	struct stat st;
+	int fd;
+
+	/* RESOLVE_CACHED refuses these (EAGAIN); O_PATH takes no
+	 * O_NONBLOCK in openat2 and is cheap in the pool anyway. */
+	if ((req->flags & (O_CREAT | O_TRUNC | O_PATH)) ||
+	    (O_TMPFILE && (req->flags & O_TMPFILE) == O_TMPFILE))
+		return false;
+	fd = open_cached(loop, ep, req->path, req->flags | O_NONBLOCK, false);
+	if (fd == -EAGAIN)
+		return false;
+	if (fd < 0) {
+		rl__ep_finish_inline(loop, ep, req, fd);
+		return true;
+	}
+	loop->stats.syscalls++;
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+		/* A FIFO or device: its open means something else without
+		 * O_NONBLOCK (waiting for a peer), so do the real one. */
+		rl__ep_sys_close(loop, fd);
+		return false;
+	}
+	if (!(req->flags & O_NONBLOCK)) {
+		/* F_SETFL only changes the status flags, and all of them but
+		 * O_NONBLOCK are already what the caller asked for. */
+		loop->stats.syscalls++;
+		if (fcntl(fd, F_SETFL, req->flags & ~O_NONBLOCK) < 0) {
+			rl__ep_sys_close(loop, fd);
+			return false;
+		}
+	}
+	rl__ep_finish_inline(loop, ep, req, fd);
+	return true;
+}
+
+/*
+ * read_file on the loop thread: openat2 (cached lookup only), fstat,
+ * preadv2 RWF_NOWAIT, close. Returns false, with nothing left open, when
+ * something would block; the pool then does the whole job again.
+ */
+static bool inline_read_file(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	struct stat st;
+	int64_t res;
+	int fd;
+
+	fd = open_cached(loop, ep, req->path,
+			 O_RDONLY | O_CLOEXEC | O_NONBLOCK, true);
+	if (fd == -EAGAIN)
+		return false;
+	if (fd < 0) {
+		rl__ep_finish_inline(loop, ep, req, fd);
+		return true;
+	}
+	loop->stats.syscalls++;
+	if (fstat(fd, &st) < 0) {
+		res = -errno;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		res = -EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		/* A FIFO or device would wait in a blocking open and read,
+		 * as on io_uring: a worker does exactly that. */
+		rl__ep_sys_close(loop, fd);
+		return false;
+	}
+	res = rl__read_file_fd(req, fd, &st, RWF_NOWAIT, NULL,
+			       &loop->stats.syscalls);
+	if (res == RL__WOULD_BLOCK) {
+		/* Not all cached: a worker reads it again, blocking. */
+		rl__ep_sys_close(loop, fd);
+		return false;
+	}
+out:
+	rl__ep_sys_close(loop, fd);
+	rl__ep_finish_inline(loop, ep, req, res);
+	return true;
+}
+
+/*
+ * RWF_NOWAIT (4.14; buffered reads of regular files since 5.x) fails with
+ * EAGAIN when the data is not in the page cache, with EOPNOTSUPP on files
+ * that do not support it (procfs, some devices), and may also return a
+ * SHORT read when only the first pages are cached. A short read is
+ * therefore never taken for the end of a regular file: read on until 0 or
+ * EAGAIN.
+ */
+static bool inline_read(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	struct stat st;
+	size_t got = 0;
+	ssize_t r;
+	int err;
+
+	for (;;) {
+		r = read_at(req->fd, (char *)req->buf + got, req->len - got,
+			    req->offset < 0 ? -1 : req->offset + (int64_t)got,
+			    RWF_NOWAIT);
+		loop->stats.syscalls++;
+		if (r < 0)
+			break;
+		got += (size_t)r;
+		if (r == 0 || got == req->len)
+			goto done;
+		if (got == (size_t)r) {
+			/* A first short read: the whole answer for a pipe or
+			 * socket, but maybe a partial cache hit on a file. */
+			loop->stats.syscalls++;
+			if (fstat(req->fd, &st) < 0 || !S_ISREG(st.st_mode))
+				goto done;
+		}
+	}
+	err = errno;
+	if (got) {
+		if (err != EAGAIN && err != EINTR)
+			goto done; /* the bytes read so far are the answer */
+		/* The rest of a regular file is not cached: a worker reads
+		 * it blocking, from where the fast path stopped. */
+		rl__epr(req)->res[1] = (int64_t)got;
+		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
+		rl__ep_to_pool(ep, req);
+		return true;
+	}
+	if (err != EAGAIN && err != EOPNOTSUPP && err != EINTR) {
+		rl__ep_finish_inline(loop, ep, req, -err);
+		return true;
+	}
+	loop->stats.syscalls++;
+	if (fstat(req->fd, &st) < 0) {
+		rl__ep_finish_inline(loop, ep, req, -errno);
+		return true;
+	}
+	if (!pollable_type(st.st_mode)) {
+		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
+		return false;
+	}
+	rl__ep_watch_or_block(loop, ep, req);
+	return true;
+done:
+	rl__ep_finish_inline(loop, ep, req, (int64_t)got);
+	return true;
+}
+
+bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	switch (req->op) {
+	case RL_OP_READ_FILE:
+		return ep->openat2_ok && inline_read_file(loop, ep, req);
+	case RL_OP_OPEN:
+		return ep->openat2_ok && inline_open(loop, ep, req);
+	case RL_OP_READ:
+		return inline_read(loop, ep, req);
+	case RL_OP_CLOSE:
+		loop->stats.syscalls++;
+		rl__ep_finish_inline(loop, ep, req, close(req->fd) < 0 ? -errno : 0);
+		return true;
+	}
+	/* stat stays in the pool: statx() may block on a cold dentry or
+	 * inode, and nothing documented makes it refuse to (AT_STATX_DONT_SYNC
+	 * only concerns network file systems' attribute caches). */
+	return false;
+}
+
+/* Whether the fast path may finish this request; stat always goes to the
+ * pool (see try_inline()). */
+bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req)
+{
+	switch (req->op) {
+	case RL_OP_READ_FILE:
+	case RL_OP_OPEN:
+		return ep->inline_ok && ep->openat2_ok;
+	case RL_OP_READ:
+	case RL_OP_CLOSE:
+		return ep->inline_ok;
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------ watched reads */
+
+void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	ssize_t r;
+	int err;
+
+	r = read_at(req->fd, req->buf, req->len, req->offset, RWF_NOWAIT);
+	loop->stats.syscalls++;
+	err = r < 0 ? errno : 0;
+	if (err == EAGAIN) {
+		/* Somebody else took the data: wait again. */
+		if (rl__ep_rewatch(loop, ep, req))
+			return;
+		err = EOPNOTSUPP;
+	}
+	rl__ep_unwatch(loop, ep, req);
+	if (err == EOPNOTSUPP) {
+		/* Readable, but it refuses RWF_NOWAIT: a worker does the
+		 * (most likely immediate) blocking read. */
+		rl__epr(req)->bflags |= RL__RD_BLOCKING;
+		rl__ep_to_pool(ep, req);
+		return;
+	}
+	loop->stats.inline_completions++;
+	rl__complete(loop, req, err ? -err : r);
+}
+

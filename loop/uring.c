@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.c - the io_uring backend's core, through liburing: the ring, the
+ * queues of requests waiting for room, waiting and reaping, the wake-up,
+ * cancelling. What each operation puts on the ring is in uring_fs.c.
+ *
+ * Kernel and liburing quirks handled here:
+ *
+ *  - liburing 2.3 (Debian 12): io_uring_prep_openat_direct() with
+ *    IORING_FILE_INDEX_ALLOC is broken (fixed in 2.4), so direct
+ *    descriptors use explicit slots from our own free list. Direct
+ *    descriptors need 5.15, sparse file tables 5.19.
+ *  - A sparse file table larger than RLIMIT_NOFILE fails with EMFILE: the
+ *    table is clamped to the limit.
+ *  - An eventfd read through the ring is the cross-thread wake-up. The
+ *    eventfd must be blocking: on an O_NONBLOCK file io_uring hands -EAGAIN
+ *    back instead of waiting.
+ *  - Before IORING_FEAT_NODROP (5.5) an overflowing CQ dropped CQEs; with
+ *    it, 5.x kernels answer io_uring_enter with -EBUSY while the overflow
+ *    backlog is non-empty. The loop keeps the CQEs it may be owed within the
+ *    CQ size, so neither happens in practice, and -EBUSY is handled by
+ *    reaping first anyway.
+ *  - DEFER_TASKRUN (6.1) requires SINGLE_ISSUER; the kernel refuses the
+ *    combination otherwise with -EINVAL, which rl_loop_open() returns.
+ *  - Closing sends IORING_ASYNC_CANCEL_ANY, for requests that would wait
+ *    forever (a FIFO's open or read in an io-wq worker).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "uring.h"
+
+#define BATCH 256
+#define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
+
+static void uring_destroy(rl_loop *loop);
+
+static unsigned setup_flags(unsigned f)
+{
+	unsigned s = 0;
+
+	if (f & RL_SQPOLL)
+		s |= IORING_SETUP_SQPOLL;
+	if (f & RL_SINGLE_ISSUER)
+		s |= IORING_SETUP_SINGLE_ISSUER;
+	if (f & RL_DEFER_TASKRUN)
+		s |= IORING_SETUP_DEFER_TASKRUN;
+	if (f & RL_COOP_TASKRUN)
+		s |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+	return s;
+}
+
+/* The direct descriptor table, sized to what RLIMIT_NOFILE allows. */
+static int init_slots(rl_loop *loop, struct rl__uring *u, unsigned slots)
+{
+	struct rlimit rl;
+	int ret;
+
+	/* The kernel refuses a file table larger than RLIMIT_NOFILE
+	 * (EMFILE), so a low limit shrinks the table instead of failing the
+	 * loop: requests then wait for a free slot. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < slots)
+		slots = rl.rlim_cur > 1 ? (unsigned)rl.rlim_cur : 1;
+	u->free_slots = malloc(slots * sizeof(*u->free_slots));
+	if (!u->free_slots)
+		return -ENOMEM;
+	ret = io_uring_register_files_sparse(&u->ring, slots);
+	loop->stats.syscalls++;
+	if (ret < 0)
+		return ret;
+	/* Pop order 0, 1, 2...: the free list is a stack. */
+	for (unsigned i = 0; i < slots; i++)
+		u->free_slots[i] = (int32_t)(slots - 1 - i);
+	u->nfree = slots;
+	u->direct = true;
+	return 0;
+}
+
+static int uring_setup(rl_loop *loop, struct rl__uring *u,
+		       const struct rl_options *opt)
+{
+	struct io_uring_params p;
+	unsigned entries = opt->entries ? opt->entries : 256;
+	unsigned slots = opt->direct_slots ? opt->direct_slots : 1024;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = setup_flags(opt->flags) | IORING_SETUP_CQSIZE;
+	p.cq_entries = opt->cq_entries ? opt->cq_entries : 16 * entries;
+	if (opt->flags & RL_SQPOLL)
+		p.sq_thread_idle = opt->sqpoll_idle_ms ? opt->sqpoll_idle_ms
+						       : 1000;
+	ret = io_uring_queue_init_params(entries, &u->ring, &p);
+	loop->stats.syscalls++;
+	if (ret < 0)
+		return ret;
+	loop->be = u;
+	u->sqpoll = opt->flags & RL_SQPOLL;
+	if (p.cq_entries <= CQ_SPARE + 3)
+		return -EINVAL;
+	u->cq_budget = p.cq_entries - CQ_SPARE;
+
+	if (!(opt->flags & RL_NO_DIRECT)) {
+		ret = init_slots(loop, u, slots);
+		if (ret < 0)
+			return ret;
+	}
+	u->link = u->direct && !(opt->flags & RL_NO_LINK);
+
+	if (opt->flags & RL_REGISTER_RING) {
+		ret = io_uring_register_ring_fd(&u->ring);
+		loop->stats.syscalls++;
+		if (ret < 0)
+			return ret;
+	}
+	if (opt->iowq_max) {
+		unsigned vals[2] = { opt->iowq_max, opt->iowq_max };
+
+		ret = io_uring_register_iowq_max_workers(&u->ring, vals);
+		loop->stats.syscalls++;
+		if (ret < 0)
+			return ret;
+	}
+	u->efd = eventfd(0, EFD_CLOEXEC);
+	loop->stats.syscalls++;
+	return u->efd < 0 ? -errno : 0;
+}
+
+static int uring_init(rl_loop *loop, const struct rl_options *opt)
+{
+	struct rl__uring *u = calloc(1, sizeof(*u));
+	int ret;
+
+	if (!u)
+		return -ENOMEM;
+	u->efd = -1;
+	ret = uring_setup(loop, u, opt);
+	if (ret < 0) {
+		if (loop->be)
+			uring_destroy(loop);
+		else
+			free(u);
+	}
+	return ret;
+}
+
+/* ------------------------------------------------------------ submission */
+
+/* Counts the io_uring_enter that liburing makes for a submit: always
+ * without SQPOLL; with SQPOLL only when the poller sleeps. */
+static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
+{
+	if (wait || !u->sqpoll ||
+	    (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP)) {
+		loop->stats.syscalls++;
+		loop->stats.enters++;
+	}
+}
+
+static void flush_sq(rl_loop *loop, struct rl__uring *u)
+{
+	if (!io_uring_sq_ready(&u->ring))
+		return;
+	count_submit(loop, u, false);
+	io_uring_submit(&u->ring);
+}
+
+/*
+ * Puts req's SQEs on the ring. Returns false, having changed nothing, when
+ * the SQ, the CQ budget or the slot table has no room.
+ */
+static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_need need = rl__uring_fs_need(u, req);
+
+	if (u->cq_owed + need.sqes > u->cq_budget)
+		return false;
+	if (need.slot && !u->nfree)
+		return false;
+	if (io_uring_sq_space_left(&u->ring) < need.sqes) {
+		flush_sq(loop, u);
+		if (io_uring_sq_space_left(&u->ring) < need.sqes)
+			return false;
+	}
+	if (need.slot)
+		rl__ur(req)->slot = u->free_slots[--u->nfree];
+	u->cq_owed += need.sqes;
+	rl__uring_fs_prep(u, req);
+	return true;
+}
+
+/* Nothing overtakes a request already waiting on q, so each queue stays
+ * in FIFO order. */
+void rl__uring_push_or_queue(rl_loop *loop, struct rl__uring *u, rl_req *req,
+			     struct rl__fifo *q)
+{
+	if (rl__fifo_empty(q) && push(loop, u, req))
+		return;
+	rl__req(req)->state |= RL__REQ_QUEUED;
+	loop->stats.queued++;
+	rl__fifo_push(q, req);
+}
+
+/* Moves queued requests of q to the ring until one does not fit. Returns
+ * whether q was emptied. */
+static bool push_queue(rl_loop *loop, struct rl__uring *u, struct rl__fifo *q)
+{
+	rl_req *req;
+
+	while ((req = q->head)) {
+		if (!push(loop, u, req))
+			return false;
+		rl__fifo_pop(q);
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+	}
+	return true;
+}
+
+static void uring_submit(rl_loop *loop, rl_req *req)
+{
+	struct rl__uring *u = rl__u(loop);
+
+	rl__uring_fs_start(u, req);
+	rl__uring_push_or_queue(loop, u, req, &u->pending);
+}
+
+static void push_pending(rl_loop *loop, struct rl__uring *u)
+{
+	if (push_queue(loop, u, &u->cont))
+		push_queue(loop, u, &u->pending);
+}
+
+/* ----------------------------------------------------------- completion */
+
+void rl__uring_release_slot(struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+
+	if (u->direct && ur->slot >= 0) {
+		u->free_slots[u->nfree++] = ur->slot;
+		ur->slot = -1;
+	}
+}
+
+static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
+		       int32_t res)
+{
+	unsigned tag = ud & RL__TAG_MASK;
+	rl_req *req = (rl_req *)(uintptr_t)(ud & ~(uint64_t)RL__TAG_MASK);
+
+	if (tag == RL__TAG_WAKE) {
+		u->wake_armed = false;
+		if (res >= 0)
+			loop->stats.wakeups++;
+		return;
+	}
+	if (tag == RL__TAG_CANCEL)
+		return;
+	rl__uring_fs_cqe(loop, u, req, tag, res);
+}
+
+static int reap(rl_loop *loop, struct rl__uring *u)
+{
+	struct io_uring_cqe *cqes[BATCH];
+	unsigned n, i;
+	int total = 0;
+
+	do {
+		n = io_uring_peek_batch_cqe(&u->ring, cqes, BATCH);
+		for (i = 0; i < n; i++)
+			handle_cqe(loop, u, cqes[i]->user_data, cqes[i]->res);
+		io_uring_cq_advance(&u->ring, n);
+		total += (int)n;
+	} while (n == BATCH);
+	return total;
+}
+
+static void arm_wake(struct rl__uring *u)
+{
+	struct io_uring_sqe *sqe;
+
+	if (u->wake_armed || u->closing)
+		return;
+	sqe = io_uring_get_sqe(&u->ring);
+	if (!sqe)
+		return; /* next time: posts are drained every iteration */
+	io_uring_prep_read(sqe, u->efd, &u->wake_buf, sizeof(u->wake_buf), 0);
+	io_uring_sqe_set_data64(sqe, RL__TAG_WAKE);
+	u->wake_armed = true;
+}
+
+static int uring_wait(rl_loop *loop, int64_t timeout_ns)
+{
+	struct rl__uring *u = rl__u(loop);
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts;
+	int ret;
+
+	push_pending(loop, u);
+	if (io_uring_cq_ready(&u->ring) || timeout_ns == 0) {
+		/* Completions are there already, or the caller must not
+		 * block: submit what is queued and take what is ready. With
+		 * DEFER_TASKRUN, completions only appear from an enter. */
+		if (io_uring_sq_ready(&u->ring) ||
+		    (loop->opt.flags & RL_DEFER_TASKRUN) ||
+		    (IO_URING_READ_ONCE(*u->ring.sq.kflags) &
+		     IORING_SQ_TASKRUN)) {
+			count_submit(loop, u, true);
+			ret = io_uring_submit_and_get_events(&u->ring);
+			if (ret < 0 && ret != -EBUSY && ret != -EINTR)
+				return ret;
+		}
+	} else {
+		arm_wake(u);
+		count_submit(loop, u, true);
+		if (timeout_ns > 0) {
+			ts.tv_sec = timeout_ns / 1000000000;
+			ts.tv_nsec = timeout_ns % 1000000000;
+		}
+		ret = io_uring_submit_and_wait_timeout(
+			&u->ring, &cqe, 1, timeout_ns > 0 ? &ts : NULL, NULL);
+		if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY)
+			return ret;
+	}
+	ret = reap(loop, u);
+	/* Budget freed by what was reaped lets waiting requests go now, in
+	 * this iteration's submit, instead of one enter later. */
+	push_pending(loop, u);
+	return ret;
+}
+
+/* ------------------------------------------------------------ cancelling */
+
+void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u, uint64_t target)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (!sqe) {
+		flush_sq(loop, u);
+		sqe = io_uring_get_sqe(&u->ring);
+		if (!sqe)
+			return;
+	}
+	io_uring_prep_cancel64(sqe, target, 0);
+	io_uring_sqe_set_data64(sqe, RL__TAG_CANCEL);
+}
+
+/* Closing: what never reached the kernel finishes now; what did is asked
+ * to stop. Chains are short and finish by themselves, and their CQEs are
+ * handled whatever they say. Continuations hold an open file: they run to
+ * their close, which reports -ECANCELED as their steps see closing. */
+static void cancel_all(rl_loop *loop, struct rl__uring *u)
+{
+	struct io_uring_sqe *sqe;
+	rl_req *req;
+
+	u->closing = true;
+	rl__uring_fs_closing(u);
+	while ((req = rl__fifo_pop(&u->pending))) {
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+		rl__uring_release_slot(u, req);
+		rl__complete(loop, req, -ECANCELED);
+	}
+	sqe = io_uring_get_sqe(&u->ring);
+	if (sqe) {
+		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+		io_uring_sqe_set_data64(sqe, RL__TAG_CANCEL);
+	}
+	flush_sq(loop, u);
+}
+
+static void uring_cancel(rl_loop *loop, rl_req *req)
+{
+	struct rl__uring *u = rl__u(loop);
+
+	if (!req) {
+		cancel_all(loop, u);
+		return;
+	}
+	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
+	    rl__fifo_remove(&u->pending, req)) {
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+		rl__uring_release_slot(u, req);
+		rl__complete(loop, req, -ECANCELED);
+		return;
+	}
+	rl__uring_fs_cancel(loop, u, req);
+}
+
+static void uring_wake(rl_loop *loop)
+{
+	struct rl__uring *u = rl__u(loop);
+	uint64_t one = 1;
+
+	/* Another thread's syscall: not counted in the loop's stats. */
+	if (write(u->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, the loop wakes anyway. */
+	}
+}
+
+static void uring_destroy(rl_loop *loop)
+{
+	struct rl__uring *u = rl__u(loop);
+
+	if (!u)
+		return;
+	/* The eventfd read must not outlive the buffer it reads into. */
+	if (u->wake_armed) {
+		uint64_t one = 1;
+
+		if (write(u->efd, &one, sizeof(one)) == sizeof(one)) {
+			while (u->wake_armed) {
+				struct io_uring_cqe *cqe;
+
+				io_uring_submit_and_wait(&u->ring, 1);
+				while (io_uring_peek_cqe(&u->ring, &cqe) == 0) {
+					if ((cqe->user_data & RL__TAG_MASK) ==
+					    RL__TAG_WAKE)
+						u->wake_armed = false;
+					io_uring_cqe_seen(&u->ring, cqe);
+				}
+			}
+		}
+	}
+	io_uring_queue_exit(&u->ring);
+	if (u->efd >= 0)
+		close(u->efd);
+	free(u->free_slots);
+	free(u);
+	loop->be = NULL;
+}
+
+const struct rl__backend rl__backend_uring = {
+	.name = "uring",
+	.init = uring_init,
+	.destroy = uring_destroy,
+	.submit = uring_submit,
+	.cancel = uring_cancel,
+	.wait = uring_wait,
+	.wake = uring_wake,
+};

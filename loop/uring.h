@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.h - what the io_uring backend's files share: the backend's state,
+ * what it keeps in a request, and the hooks between the core (uring.c:
+ * the ring, queueing, waiting, cancelling) and the operations
+ * (uring_fs.c: which SQEs a request takes and what its CQEs mean).
+ *
+ * Nothing here is seen outside the backend: the loop knows it only as
+ * rl__backend_uring.
+ */
+#ifndef RINGLOOP_URING_H
+#define RINGLOOP_URING_H
+
+#include <liburing.h>
+
+#include "internal.h"
+
+/* user_data is a request pointer with a tag in its low bits (requests are
+ * at least 8-byte aligned), or a bare tag for the loop's own SQEs. */
+enum {
+	RL__TAG_MAIN = 0,   /* the request's only SQE, or a chain's read */
+	RL__TAG_OPEN = 1,   /* a chain's open (CQE only on failure) */
+	RL__TAG_CLOSE = 2,  /* a chain's close: the chain's last CQE */
+	RL__TAG_WAKE = 3,   /* the eventfd read */
+	RL__TAG_CANCEL = 4, /* an async cancel; its CQE is ignored */
+	RL__TAG_PROBE = 5,  /* a read_file's end-of-file probe */
+	RL__TAG_MASK = 7,
+};
+
+struct rl__uring {
+	struct io_uring ring;
+	bool direct;	/* direct descriptors registered */
+	bool link;	/* read_file as one linked chain */
+	bool sqpoll;
+	bool closing;
+	int32_t *free_slots;
+	unsigned nfree;
+	unsigned cq_budget; /* CQEs we may be owed at once */
+	unsigned cq_owed;
+	struct rl__fifo pending; /* waiting for SQ room, CQ budget or a slot */
+	/* Next steps of requests that hold a slot already. They go before
+	 * pending: a request waiting for a slot must never stand in front of
+	 * the requests that will free one. */
+	struct rl__fifo cont;
+	/* read_files whose plain open met EMFILE/ENFILE while other
+	 * read_files held fds: they retry as those close. */
+	struct rl__fifo fd_wait;
+	unsigned fds_held;
+	int efd;
+	bool wake_armed;
+	uint64_t wake_buf;
+};
+
+/* What this backend keeps in a request (its private words, req.h). */
+struct rl__uring_req {
+	int32_t slot;	   /* direct descriptor slot, or -1 */
+	int32_t step;	   /* where a multi-step request is (uring_fs.c) */
+	int32_t probe_res; /* read_file: what the end-of-file probe read */
+	char probe;	   /* the byte after a read, if any */
+	int64_t res[2];	   /* read_file: the read's result; bytes so far */
+};
+RL__REQ_BE_FITS(struct rl__uring_req);
+
+static inline struct rl__uring_req *rl__ur(rl_req *req)
+{
+	return RL__REQ_BE(struct rl__uring_req, req);
+}
+
+static inline struct rl__uring *rl__u(rl_loop *loop)
+{
+	return loop->be;
+}
+
+static inline uint64_t rl__udata(rl_req *req, unsigned tag)
+{
+	return (uint64_t)(uintptr_t)req | tag;
+}
+
+/* ------------------------------------------------ core, for the operations */
+
+/* Pushes req now, or queues it at the end of q (pending for new requests,
+ * cont for the next step of one that holds a slot or an fd). */
+void rl__uring_push_or_queue(rl_loop *loop, struct rl__uring *u, rl_req *req,
+			     struct rl__fifo *q);
+
+/* Asks the kernel to cancel the SQE whose user_data is target. */
+void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u,
+			  uint64_t target);
+
+/* Gives req's direct descriptor slot back, if it holds one. */
+void rl__uring_release_slot(struct rl__uring *u, rl_req *req);
+
+/* -------------------------------------------------- operations, for the core */
+
+/* What the next push of req takes: SQEs (each may be owed a CQE) and
+ * whether it needs a direct descriptor slot. */
+struct rl__uring_need {
+	unsigned sqes;
+	bool slot;
+};
+
+/* Sets up a new request's private words (slot and step). */
+void rl__uring_fs_start(struct rl__uring *u, rl_req *req);
+struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u,
+					rl_req *req);
+/* Puts req's SQEs on the ring; the core checked there is room. */
+void rl__uring_fs_prep(struct rl__uring *u, rl_req *req);
+/* A CQE of req (tag: which of its SQEs). */
+void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
+		      unsigned tag, int32_t res);
+/* Best effort to stop req in the kernel (rl_cancel). */
+void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req);
+/* The loop closes: the fd waiters go back to pending, to be cancelled. */
+void rl__uring_fs_closing(struct rl__uring *u);
+
+#endif /* RINGLOOP_URING_H */

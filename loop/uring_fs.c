@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring_fs.c - file requests on io_uring: which SQEs each one takes and
+ * what its CQEs mean. read_file is the interesting one: a linked chain
+ * when it can be, single steps otherwise.
+ *
+ * The chain is open -> read -> probe -> close, all on one direct
+ * descriptor slot, submitted with the next batch in one io_uring_enter:
+ *
+ *  - A short read counts as a failure for IOSQE_IO_LINK and would cancel
+ *    what follows it, leaking the slot (every read of a file smaller than
+ *    the buffer is "short"). The read -> probe -> close links are
+ *    therefore IOSQE_IO_HARDLINK; open -> read stays a plain link so a
+ *    failed open cancels the rest.
+ *  - A short read is not the end of every file: procfs and sysfs files say
+ *    size 0 and return a page or a record per read. So a one-byte probe at
+ *    the file position follows the read; its CQE is skipped when it reads
+ *    a byte, so the usual chain costs two CQEs (read, probe at EOF) plus
+ *    the close's.
+ *  - A read CQE can reach user space before the linked close has run, so
+ *    a slot is only reused after the close's own CQE. The chain's callback
+ *    runs on that CQE too: the close is always the last CQE of its chain
+ *    (failed links are completed after the request that failed them).
+ *  - IOSQE_CQE_SKIP_SUCCESS (5.17) on the open: its CQE exists only when
+ *    it fails, and then the kernel posts no CQE for the linked read and
+ *    close it cancelled, so that CQE ends the chain.
+ *  - openat into a direct slot rejects O_CLOEXEC with -EINVAL (a direct
+ *    descriptor is not in the fd table, so there is nothing to close on
+ *    exec); plain opens keep O_CLOEXEC.
+ *  - A FIFO nobody writes to. A plain IORING_OP_OPENAT of it completed at
+ *    once with an fd on 6.18 (the non-blocking first attempt does not wait
+ *    for a writer, unlike open(2)); the linked open of a chain goes to an
+ *    io-wq worker and waits there, and a read or the probe waits for data.
+ *    All of them wait forever without a writer, so rl_cancel() sends an
+ *    async cancel for the open, the read and (once the read has ended,
+ *    since the hard link then issues it) the probe.
+ */
+#include <errno.h>
+#include <fcntl.h>
+
+#include "uring.h"
+
+/* Step of a read_file that runs one SQE at a time (no link, no direct
+ * descriptors, or a file that outgrew its first buffer). */
+enum { STEP_CHAIN = 0, STEP_OPEN, STEP_READ, STEP_CLOSE };
+
+void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+
+	ur->slot = -1;
+	if (req->op == RL_OP_READ_FILE) {
+		ur->step = u->link ? STEP_CHAIN : STEP_OPEN;
+		ur->res[0] = 0;
+		ur->res[1] = 0;
+	}
+}
+
+struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u,
+					rl_req *req)
+{
+	struct rl__uring_need need = { .sqes = 1, .slot = false };
+	int32_t step = rl__ur(req)->step;
+
+	if (req->op != RL_OP_READ_FILE)
+		return need;
+	if (step == STEP_CHAIN && u->link)
+		need.sqes = 4;
+	else if (step == STEP_READ)
+		need.sqes = 2;
+	need.slot = u->direct && (step == STEP_CHAIN || step == STEP_OPEN);
+	return need;
+}
+
+/* The read of a read_file and its probe: the read fills what is left of
+ * the buffer, then a one-byte read at the file position that follows tells
+ * whether the file goes on, which also tells "exactly full" from "larger".
+ * A short read alone does not prove the end of a file: procfs and sysfs
+ * files report size 0 and hand out a page or a record at a time. */
+static void prep_read_pair(struct rl__uring *u, rl_req *req, int fd,
+			   unsigned flags, unsigned probe_flags)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+	size_t got = (size_t)ur->res[1];
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	/* Offset -1: the file position, so the probe starts where the read
+	 * ended without knowing how much it read. */
+	io_uring_prep_read(sqe, fd, (char *)req->buf + got,
+			   (unsigned)(rl__req(req)->cap - got), (uint64_t)-1);
+	sqe->flags |= IOSQE_IO_HARDLINK | flags;
+	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
+
+	sqe = io_uring_get_sqe(&u->ring);
+	io_uring_prep_read(sqe, fd, &ur->probe, 1, (uint64_t)-1);
+	sqe->flags |= flags | probe_flags;
+	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_PROBE));
+}
+
+static void prep_chain(struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+	unsigned slot = (unsigned)ur->slot;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path, O_RDONLY, 0,
+				    slot);
+	sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
+	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_OPEN));
+
+	/* The probe's CQE is skipped when it reads a byte: the close that
+	 * ends the chain tells that it ran. */
+	ur->probe_res = 1;
+	prep_read_pair(u, req, (int)slot, IOSQE_FIXED_FILE,
+		       IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS);
+	sqe = io_uring_get_sqe(&u->ring);
+	io_uring_prep_close_direct(sqe, slot);
+	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_CLOSE));
+}
+
+static void prep_read_file_step(struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+	struct io_uring_sqe *sqe;
+
+	if (ur->step == STEP_READ) {
+		/* Both CQEs come: the probe's ends the step. */
+		ur->probe_res = 0;
+		prep_read_pair(u, req, u->direct ? ur->slot : req->fd,
+			       u->direct ? IOSQE_FIXED_FILE : 0, 0);
+		return;
+	}
+	sqe = io_uring_get_sqe(&u->ring);
+	if (ur->step == STEP_OPEN) {
+		if (u->direct)
+			io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
+						    O_RDONLY, 0,
+						    (unsigned)ur->slot);
+		else
+			io_uring_prep_openat(sqe, AT_FDCWD, req->path,
+					     O_RDONLY | O_CLOEXEC, 0);
+	} else if (u->direct) {
+		io_uring_prep_close_direct(sqe, (unsigned)ur->slot);
+	} else {
+		io_uring_prep_close(sqe, req->fd);
+	}
+	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
+}
+
+void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
+{
+	struct io_uring_sqe *sqe;
+
+	if (req->op == RL_OP_READ_FILE) {
+		if (rl__ur(req)->step == STEP_CHAIN && u->link)
+			prep_chain(u, req);
+		else
+			prep_read_file_step(u, req);
+		return;
+	}
+	sqe = io_uring_get_sqe(&u->ring);
+	switch (req->op) {
+	case RL_OP_OPEN:
+		io_uring_prep_openat(sqe, AT_FDCWD, req->path, req->flags,
+				     req->mode);
+		break;
+	case RL_OP_READ:
+		io_uring_prep_read(sqe, req->fd, req->buf, (unsigned)req->len,
+				   (uint64_t)req->offset);
+		break;
+	case RL_OP_CLOSE:
+		io_uring_prep_close(sqe, req->fd);
+		break;
+	case RL_OP_STAT:
+		io_uring_prep_statx(sqe, AT_FDCWD, req->path, 0,
+				    STATX_BASIC_STATS, req->stx);
+		break;
+	}
+	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
+}
+
+/* ----------------------------------------------------------- completions */
+
+/*
+ * Folds a finished read pair into the request: the read's r bytes, and the
+ * probe's byte when it read one. Returns 1 when the file goes on, 0 at its
+ * end, -errno on an error or when a caller's buffer is too small (-EFBIG).
+ */
+static int absorb(rl_req *req, int32_t r, int32_t p)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+	size_t got = (size_t)ur->res[1];
+	int ret;
+
+	if (r < 0)
+		return r;
+	got += (size_t)r;
+	ur->res[1] = (int64_t)got;
+	if (p <= 0)
+		return p;
+	if (got == rl__req(req)->cap) {
+		ret = rl__read_file_grow(req, 2 * (got + 1));
+		if (ret < 0)
+			return ret;
+	}
+	((char *)req->buf)[got] = ur->probe;
+	ur->res[1] = (int64_t)got + 1;
+	return 1;
+}
+
+/* Re-runs a read_file as single steps from offset 0 and a fresh open, with
+ * the buffer it has (grown already if it was too small): the data returned
+ * then comes from one open file, even if the path was renamed over. */
+static void restart_stepwise(rl_loop *loop, struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+
+	ur->step = STEP_OPEN;
+	ur->res[0] = 0;
+	ur->res[1] = 0;
+	rl__uring_push_or_queue(loop, u, req, &u->pending);
+}
+
+static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
+		      unsigned tag, int32_t res)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+	bool stopping = (rl__req(req)->state & RL__REQ_CANCEL) || u->closing;
+	int ret;
+
+	switch (tag) {
+	case RL__TAG_OPEN:
+		/* Only a failed open posts a CQE, and then the kernel omits
+		 * the CQEs of the reads and close it cancelled: the chain is
+		 * over, and the slot was never filled. */
+		u->cq_owed -= 4;
+		rl__uring_release_slot(u, req);
+		rl__complete(loop, req, res);
+		return;
+	case RL__TAG_MAIN:
+		ur->res[0] = res;
+		/* The probe runs next (hard link) and, on a FIFO, may wait
+		 * for a writer as the read did: cancel it too. */
+		if (stopping)
+			rl__uring_cancel_sqe(loop, u,
+					     rl__udata(req, RL__TAG_PROBE));
+		return;
+	case RL__TAG_PROBE:
+		/* Posted only when the probe read nothing (or failed). */
+		ur->probe_res = res;
+		return;
+	}
+	/* RL__TAG_CLOSE: the chain is over and its slot is free again. */
+	u->cq_owed -= 4;
+	rl__uring_release_slot(u, req);
+	ret = absorb(req, (int32_t)ur->res[0], ur->probe_res);
+	if (ret == 1 && !stopping)
+		restart_stepwise(loop, u, req); /* bigger, or procfs-like */
+	else
+		rl__complete(loop, req, ret < 0 ? ret : ur->res[1]);
+}
+
+/* A read_file closed its fd: one that waited for an fd may try again,
+ * ahead of new requests. */
+static void fd_released(struct rl__uring *u)
+{
+	rl_req *req = rl__fifo_pop(&u->fd_wait);
+
+	if (req)
+		rl__fifo_push(&u->cont, req);
+}
+
+static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
+		     unsigned tag, int32_t res)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+	bool stopping = (rl__req(req)->state & RL__REQ_CANCEL) || u->closing;
+	int ret;
+
+	u->cq_owed -= 1;
+	switch (ur->step) {
+	case STEP_OPEN:
+		if ((res == -EMFILE || res == -ENFILE) && u->fds_held &&
+		    !stopping) {
+			/* Out of fds because our own read_files hold them:
+			 * wait for one of them to close instead of failing.
+			 * Only an open that no close can help fails. */
+			rl__req(req)->state |= RL__REQ_QUEUED;
+			rl__fifo_push(&u->fd_wait, req);
+			return;
+		}
+		if (res < 0) {
+			rl__uring_release_slot(u, req);
+			rl__complete(loop, req, res);
+			return;
+		}
+		if (!u->direct) {
+			req->fd = res;
+			u->fds_held++;
+		}
+		ur->step = STEP_READ;
+		break;
+	case STEP_READ:
+		if (tag == RL__TAG_MAIN) {
+			/* The step ends with the probe's CQE, which the
+			 * hard link orders after this one. On a FIFO the
+			 * probe may wait as the read did: cancel it too. */
+			ur->res[0] = res;
+			if (stopping)
+				rl__uring_cancel_sqe(
+					loop, u, rl__udata(req, RL__TAG_PROBE));
+			return;
+		}
+		ret = absorb(req, (int32_t)ur->res[0], res);
+		if (ret <= 0 || stopping) {
+			ur->res[0] = ret < 0	? ret
+				     : ret == 0 ? ur->res[1]
+						: -ECANCELED;
+			ur->step = STEP_CLOSE;
+		}
+		break;
+	case STEP_CLOSE:
+		rl__uring_release_slot(u, req);
+		if (!u->direct) {
+			req->fd = -1;
+			u->fds_held--;
+			fd_released(u);
+		}
+		rl__complete(loop, req, ur->res[0]);
+		return;
+	}
+	rl__uring_push_or_queue(loop, u, req, &u->cont);
+}
+
+void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
+		      unsigned tag, int32_t res)
+{
+	if (req->op == RL_OP_READ_FILE) {
+		if (rl__ur(req)->step == STEP_CHAIN)
+			chain_cqe(loop, u, req, tag, res);
+		else
+			step_cqe(loop, u, req, tag, res);
+		return;
+	}
+	u->cq_owed -= 1;
+	rl__complete(loop, req, res);
+}
+
+/* ------------------------------------------------------------- cancelling */
+
+void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
+{
+	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
+	    rl__fifo_remove(&u->fd_wait, req)) {
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+		rl__complete(loop, req, -ECANCELED);
+		return;
+	}
+	/* In the kernel: most requests finish soon and report -ECANCELED
+	 * then, but a read of a pipe with no writer, or an open of a FIFO
+	 * (read_file's chain or step, or rl_fs_open) in an io-wq worker, can
+	 * wait forever; an async cancel interrupts those. A chain is
+	 * cancelled at its open: the rest of it fails after it, down to the
+	 * close. A cancel that finds nothing answers -ENOENT, ignored. */
+	if (req->op == RL_OP_READ_FILE)
+		rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_OPEN));
+	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_MAIN));
+}
+
+void rl__uring_fs_closing(struct rl__uring *u)
+{
+	rl__fifo_splice(&u->pending, &u->fd_wait);
+}
