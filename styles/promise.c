@@ -25,7 +25,7 @@
 #define RL__CHUNK_MIN 64
 #define RL__CHUNK_MAX 4096
 
-static void pool_init(struct rl__pool *pool, size_t size)
+static void record_pool_init(struct rl__record_pool *pool, size_t size)
 {
 	memset(pool, 0, sizeof(*pool));
 	pool->size = (size + 15) & ~(size_t)15;
@@ -35,7 +35,7 @@ static void pool_init(struct rl__pool *pool, size_t size)
 /* Chunks double up to RL__CHUNK_MAX records, so a pool reaches its steady
  * size in a few mallocs and a burst of a million records costs a few
  * hundred, not a million. */
-static int pool_grow(struct rl__pool *pool)
+static int record_pool_grow(struct rl__record_pool *pool)
 {
 	char *chunk = malloc(RL__CHUNK_HDR + pool->chunk * pool->size);
 	size_t i;
@@ -55,11 +55,11 @@ static int pool_grow(struct rl__pool *pool)
 	return 0;
 }
 
-void *rl__pool_get(struct rl__pool *pool)
+void *rl__record_get(struct rl__record_pool *pool)
 {
 	void **rec;
 
-	if (!pool->free && (pool_grow(pool) < 0 || !pool->free))
+	if (!pool->free && (record_pool_grow(pool) < 0 || !pool->free))
 		return NULL;
 	rec = pool->free;
 	pool->free = *rec;
@@ -67,14 +67,14 @@ void *rl__pool_get(struct rl__pool *pool)
 	return rec;
 }
 
-void rl__pool_put(struct rl__pool *pool, void *rec)
+void rl__record_put(struct rl__record_pool *pool, void *rec)
 {
 	*(void **)rec = pool->free;
 	pool->free = rec;
 	pool->live--;
 }
 
-static void pool_free(struct rl__pool *pool)
+static void record_pool_free(struct rl__record_pool *pool)
 {
 	void *chunk = pool->chunks, *next;
 
@@ -147,9 +147,9 @@ int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out)
 	if (!ctx)
 		return -ENOMEM;
 	ctx->loop = loop;
-	pool_init(&ctx->promises, sizeof(struct rl_promise));
-	pool_init(&ctx->inputs, sizeof(struct rl__input));
-	pool_init(&ctx->ops, rl__op_size());
+	record_pool_init(&ctx->promises, sizeof(struct rl_promise));
+	record_pool_init(&ctx->inputs, sizeof(struct rl__input));
+	record_pool_init(&ctx->ops, rl__op_size());
 	*out = ctx;
 	return 0;
 }
@@ -162,9 +162,9 @@ int rl_promise_ctx_close(rl_promise_ctx *ctx)
 		return -EINVAL;
 	if (ctx->queued || ctx->inflight)
 		return -EBUSY;
-	pool_free(&ctx->promises);
-	pool_free(&ctx->inputs);
-	pool_free(&ctx->ops);
+	record_pool_free(&ctx->promises);
+	record_pool_free(&ctx->inputs);
+	record_pool_free(&ctx->ops);
 	for (b = ctx->all_blocks; b; b = next) {
 		next = b->all;
 		free(b);
@@ -188,7 +188,7 @@ rl_loop *rl_promise_ctx_loop(const rl_promise_ctx *ctx)
 rl_promise *rl__promise_alloc(rl_promise_ctx *ctx, uint8_t pkind,
 			      uint32_t refs)
 {
-	rl_promise *p = rl__pool_get(&ctx->promises);
+	rl_promise *p = rl__record_get(&ctx->promises);
 
 	if (!p)
 		return NULL;
@@ -223,10 +223,10 @@ static void destroy(rl_promise *p, rl_promise **work)
 		case RL__W_ANY:
 		case RL__W_RACE:
 			rl__drop(rl__input_of(w)->to.comb, work);
-			rl__pool_put(&p->ctx->inputs, rl__input_of(w));
+			rl__record_put(&p->ctx->inputs, rl__input_of(w));
 			break;
 		case RL__W_SUB:
-			rl__pool_put(&p->ctx->inputs, rl__input_of(w));
+			rl__record_put(&p->ctx->inputs, rl__input_of(w));
 			break;
 		default:
 			rl__drop(RL__CONTAINER_OF(w, rl_promise, w), work);
@@ -238,7 +238,7 @@ static void destroy(rl_promise *p, rl_promise **work)
 		rl__comb_release(p, work);
 	else if (p->pkind == RL__P_DERIVED && p->w.kind == RL__W_THUNK)
 		rl__drop(p->u.h.arg, work);
-	rl__pool_put(&p->ctx->promises, p);
+	rl__record_put(&p->ctx->promises, p);
 }
 
 rl_promise *rl_promise_ref(rl_promise *p)
@@ -455,7 +455,7 @@ static void run_waiter(rl_task *task)
 		in = rl__input_of(w);
 		fn = in->to.fn;
 		arg = in->at.arg;
-		rl__pool_put(&src->ctx->inputs, in);
+		rl__record_put(&src->ctx->inputs, in);
 		fn(src, arg);
 		return;
 	default:
@@ -595,7 +595,7 @@ int rl_promise_subscribe(rl_promise *p, rl_settle_fn fn, void *arg)
 		rl_promise_unref(p);
 		return -EINVAL;
 	}
-	in = rl__pool_get(&p->ctx->inputs);
+	in = rl__record_get(&p->ctx->inputs);
 	if (!in) {
 		rl_promise_unref(p);
 		return -ENOMEM;
@@ -620,7 +620,7 @@ int rl_promise_unsubscribe(rl_promise *p, rl_settle_fn fn, void *arg)
 		in = rl__input_of(w);
 		if (in->to.fn == fn && in->at.arg == arg) {
 			*pp = w->next;
-			rl__pool_put(&p->ctx->inputs, in);
+			rl__record_put(&p->ctx->inputs, in);
 			return 0;
 		}
 	}

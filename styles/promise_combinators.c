@@ -107,7 +107,7 @@ void rl__input_run(struct rl__input *in)
 		break;
 	}
 out:
-	rl__pool_put(&c->ctx->inputs, in);
+	rl__record_put(&c->ctx->inputs, in);
 	rl_promise_unref(src);
 	rl_promise_unref(c);
 }
@@ -144,7 +144,7 @@ static rl_promise *combine(rl_promise_ctx *ctx, rl_promise *const *ps,
 		memset(holds_of(c), 0, n * sizeof(void *));
 	}
 	for (i = 0; i < n; i++) {
-		struct rl__input *in = rl__pool_get(&ctx->inputs);
+		struct rl__input *in = rl__record_get(&ctx->inputs);
 
 		if (!in) {
 			rl__settle(c, -ENOMEM, (struct rl_value){ 0, NULL },

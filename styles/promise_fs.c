@@ -10,7 +10,7 @@
  * loop closes, the loop runs the callbacks with -ECANCELED.
  */
 #include <errno.h>
-#include <string.h>
+#include <stdbool.h>
 
 #include "promise_internal.h"
 
@@ -28,21 +28,24 @@ size_t rl__op_size(void)
 }
 
 /* A request record and its promise: one reference for the caller, one
- * for the request. */
-static struct rl__op *op_new(rl_promise_ctx *ctx)
+ * for the request (or the timer, when timer is true). */
+static struct rl__op *op_new(rl_promise_ctx *ctx, bool timer)
 {
-	struct rl__op *op = rl__pool_get(&ctx->ops);
+	struct rl__op *op = rl__record_get(&ctx->ops);
 
 	if (!op)
 		return NULL;
 	op->p = rl__promise_alloc(ctx, RL__P_REQ, 2);
 	if (!op->p) {
-		rl__pool_put(&ctx->ops, op);
+		rl__record_put(&ctx->ops, op);
 		return NULL;
 	}
-	/* The loop wants an idle request: a recycled one is (its callback
-	 * ran), a fresh chunk's is garbage. */
-	memset(&op->u, 0, sizeof(op->u));
+	/* A recycled record held a request or a timer, a fresh chunk's
+	 * holds garbage: initialise the one this use submits. */
+	if (timer)
+		rl_timer_init(&op->u.timer);
+	else
+		rl_req_init(&op->u.req);
 	return op;
 }
 
@@ -52,7 +55,7 @@ static void op_done(struct rl__op *op, int err, struct rl_value value)
 	rl_promise_ctx *ctx = p->ctx;
 
 	rl__settle(p, err, value, NULL);
-	rl__pool_put(&ctx->ops, op);
+	rl__record_put(&ctx->ops, op);
 	rl_promise_unref(p);
 }
 
@@ -64,7 +67,7 @@ static rl_promise *op_submitted(struct rl__op *op, int ret)
 	if (ret < 0) {
 		rl__settle(p, ret, (struct rl_value){ 0, NULL }, NULL);
 		p->refs--; /* the request's reference; the caller's remains */
-		rl__pool_put(&p->ctx->ops, op);
+		rl__record_put(&p->ctx->ops, op);
 		return p;
 	}
 	p->ctx->inflight++;
@@ -91,7 +94,7 @@ static void req_cb(rl_req *req)
 rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 				 void *buf, size_t len)
 {
-	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
 
 	if (!op)
 		return NULL;
@@ -102,7 +105,7 @@ rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 			    unsigned mode)
 {
-	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
 
 	if (!op)
 		return NULL;
@@ -113,7 +116,7 @@ rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
 			    size_t len, int64_t offset)
 {
-	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
 
 	if (!op)
 		return NULL;
@@ -123,7 +126,7 @@ rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
 
 rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd)
 {
-	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
 
 	if (!op)
 		return NULL;
@@ -133,7 +136,7 @@ rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd)
 rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 			    struct statx *stx)
 {
-	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
 
 	if (!op)
 		return NULL;
@@ -151,7 +154,7 @@ static void timer_cb(rl_timer *timer, int status)
 
 rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms)
 {
-	struct rl__op *op = ctx ? op_new(ctx) : NULL;
+	struct rl__op *op = ctx ? op_new(ctx, true) : NULL;
 
 	if (!op)
 		return NULL;

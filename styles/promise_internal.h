@@ -98,7 +98,7 @@ struct rl__input {
 
 /* A fixed-size record pool: chunks from malloc, never returned before the
  * context closes, records recycled through a free list. */
-struct rl__pool {
+struct rl__record_pool {
 	size_t size;
 	size_t chunk;  /* records in the next chunk */
 	void *free;
@@ -112,9 +112,9 @@ struct rl__pool {
 
 struct rl_promise_ctx {
 	rl_loop *loop;
-	struct rl__pool promises;
-	struct rl__pool inputs;
-	struct rl__pool ops;
+	struct rl__record_pool promises;
+	struct rl__record_pool inputs;
+	struct rl__record_pool ops;
 	void *blocks[RL__BLOCK_CLASSES]; /* free lists of array blocks */
 	void *all_blocks;		 /* every block, freed at close */
 	size_t block_live;
@@ -122,8 +122,8 @@ struct rl_promise_ctx {
 	size_t inflight; /* requests and timers in flight */
 };
 
-void *rl__pool_get(struct rl__pool *pool);
-void rl__pool_put(struct rl__pool *pool, void *rec);
+void *rl__record_get(struct rl__record_pool *pool);
+void rl__record_put(struct rl__record_pool *pool, void *rec);
 void *rl__block_get(rl_promise_ctx *ctx, size_t bytes);
 void rl__block_put(rl_promise_ctx *ctx, void *block);
 
