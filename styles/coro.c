@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "coro_internal.h"
-#include "epoch.h"
 
 #if defined(RL__ASAN)
 #include <sanitizer/common_interface_defs.h>
@@ -119,33 +118,14 @@ static void alive_del(rl_coro_ctx *s, rl_coro *co)
 static void coro_finished(rl_coro *co);
 
 /*
- * The resumer's floating-point control words, read once per loop epoch.
- * Every resume runs in the loop's dispatch (a callback, a task, a timer)
- * or right after rl_coro_ctx_close()'s own rl_run(); the epoch changes
- * whenever the thread enters or leaves rl_run() or rl_loop_close(), and
- * within one epoch the callbacks hand the words back unchanged, as the
- * ABI asks of every function. So the control bits read at the first resume
- * of an epoch are the resumer's at every later one, and the switch back
- * restores exactly them, for one register read per round trip instead of
- * two (the coroutine's own words are read at every suspend). MXCSR's
- * exception flags come along as they were at that first resume: flags
- * raised by callbacks since then are lost at the switch back, which the
- * ABI allows (they are not callee-saved) and coro.h documents.
+ * Both switches read the running side's floating-point control words
+ * (rl__coro_switch, not rl__coro_switch_known): whatever resumes a
+ * coroutine - a callback, a microtask, rl_coro_ctx_close() - gets back
+ * exactly the MXCSR, flags included, and x87 control word it had, even if
+ * the code that ran since changed them. Knowing them in advance would
+ * save one read per round trip, but only the loop could say when they may
+ * have changed (docs/experiments.md).
  */
-static __thread struct {
-	uint64_t epoch;
-	uint64_t words;
-} resumer_fp __attribute__((tls_model("initial-exec")));
-
-static inline uint64_t resumer_fpctl(void)
-{
-	if (resumer_fp.epoch != rl__loop_epoch) {
-		resumer_fp.words = rl__coro_fpctl();
-		resumer_fp.epoch = rl__loop_epoch;
-	}
-	return resumer_fp.words;
-}
-
 void rl__coro_resume(rl_coro *co, int64_t val)
 {
 	rl_coro *prev = rl__coro_current;
@@ -158,8 +138,7 @@ void rl__coro_resume(rl_coro *co, int64_t val)
 	co->wait_obj = NULL;
 	rl__coro_current = co;
 	ASAN_START(&fake, co->stack->lo, (size_t)(co->stack->hi - co->stack->lo));
-	rl__coro_switch_known(&co->caller_sp, co->sp, (void *)(intptr_t)val,
-			      resumer_fpctl());
+	rl__coro_switch(&co->caller_sp, co->sp, (void *)(intptr_t)val);
 	ASAN_FINISH(fake, NULL, NULL);
 	rl__coro_current = prev;
 	if (co->state == RL__CORO_DONE)
@@ -218,12 +197,11 @@ static void start_now(rl_coro *co)
  * microtask queue: each touches a stack page and queues a request, and by
  * the time its data arrives and it resumes, that page has long left the
  * caches and the TLB (cold visits at the start, at the kernel's copy into
- * a buffer on the stack and at the resume, which made such a burst 1.2x to
- * 1.5x slower than the same reads with callbacks). So a start waits while
- * start_window coroutines of the scheduler wait for requests; each
- * completion lets the next one start, on the stack the finished coroutine
- * gave back, still warm. Requests keep flowing: the window is wider than
- * a ring's worth of small reads.
+ * a buffer on the stack and at the resume; docs/experiments.md has what
+ * that cost). So a start waits while start_window coroutines of the
+ * scheduler wait for requests; each completion lets the next one start,
+ * on the stack the finished coroutine gave back, still warm. Requests
+ * keep flowing: the window is wider than a ring's worth of small reads.
  */
 static bool start_put_off(const rl_coro_ctx *s)
 {

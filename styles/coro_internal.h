@@ -39,10 +39,10 @@ void *rl__coro_switch(void **save_sp, void *to_sp, void *val);
  * rl__coro_switch() for a running context whose floating-point control
  * words are known to be fpctl, as rl__coro_fpctl() returns them: it stores
  * fpctl in the frame instead of reading the control registers, which is
- * the costliest part of a switch on x86-64 (see the .S). The resumer uses
- * it (coro.c), with words it read once per loop epoch; a coroutine's own
- * words are read at every switch, since its code may change them at any
- * time. On AArch64 it is rl__coro_switch itself and fpctl is ignored.
+ * the costliest part of a switch on x86-64. The scheduler does not use it
+ * (coro.c says why); the switch benchmark (ringbench --micro) and the
+ * switch tests do. On AArch64 it is rl__coro_switch itself and fpctl is
+ * ignored.
  */
 void *rl__coro_switch_known(void **save_sp, void *to_sp, void *val,
 			    uint64_t fpctl);

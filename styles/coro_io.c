@@ -11,10 +11,8 @@
  * thousands of coroutines alive, every stack page is cold by then, and
  * the handles' slabs are dense (see struct rl_coro). The callback, on
  * the loop thread inside rl_run(), switches straight back into the
- * coroutine with the result (rl__coro_io_done()). Resuming a batch of
- * completions from one microtask with the stacks prefetched measured no
- * faster once starts were paced (coroutine / callback 1.05-1.10 against
- * 1.01-1.06 on io_uring), so the direct switch stays.
+ * coroutine with the result (rl__coro_io_done()), with no queue in
+ * between.
  */
 #include <errno.h>
 

@@ -69,22 +69,13 @@
  *
  * FLOATING-POINT STATE. On x86-64 each coroutine has its own MXCSR and x87
  * control word: rounding modes, exception masks, x87 precision, and the
- * SSE exception flags. It starts with the loop thread's and keeps whatever
- * it sets across every suspension. The loop thread gets back the control
- * words rl_run() or rl_loop_close() was called with. Callbacks must hand
- * them back unchanged, as the ABI asks of every function: one that returns
- * with them changed leaves the loop thread's state unspecified (a later
- * switch may undo the change, or spread it).
- *
- * The loop thread's words are read once per rl_run() call rather than at
- * every switch, which saves about 2 ns of an 11 ns round trip. The price
- * is in the SSE exception flags of the loop thread: a switch back from a
- * coroutine restores the flags it had at the first switch of that
- * rl_run(). Flags set before rl_run() are therefore kept, but a flag that
- * a callback raises may be cleared by a later switch: test it in the
- * callback that raised it. The x87 exception flags (its status word) are
- * the thread's and never switched. AArch64 switches no floating-point
- * control or status: FPCR and FPSR are the thread's, shared by all.
+ * SSE exception flags. It starts with the control words of the code that
+ * spawned it and keeps whatever it sets across every suspension. The code
+ * that resumes a coroutine (a callback, a microtask, rl_coro_ctx_close())
+ * gets back exactly the MXCSR and x87 control word it had when it resumed
+ * it, flags included. The x87 exception flags (its status word) are the
+ * thread's and never switched. AArch64 switches no floating-point control
+ * or status: FPCR and FPSR are the thread's, shared by all.
  *
  * Everything here must be called on the loop thread.
  */
@@ -218,7 +209,7 @@ const char *rl_coro_name(const rl_coro *co);
 /* Whether co has returned. */
 int rl_coro_done(const rl_coro *co);
 
-/* ------------------------------------------- suspending calls (in coroutines) */
+/* --------------------------------------- suspending calls (in coroutines) */
 
 /*
  * Waits for co to return and gives its value; frees co's handle. Suspends.
