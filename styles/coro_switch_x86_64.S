@@ -7,9 +7,9 @@
  *				    uint64_t fpctl);
  *
  * The running context pushes what the SysV ABI makes callee-saved - rbx,
- * rbp, r12-r15, and the control bits of MXCSR and the x87 control word -
- * onto its own stack, parks its stack pointer in *save_sp, and the other
- * context pops the same frame off its stack. Frame at the saved sp:
+ * rbp, r12-r15, and MXCSR and the x87 control word - onto its own stack,
+ * parks its stack pointer in *save_sp, and the other context pops the
+ * same frame off its stack. Frame at the saved sp:
  *
  *	0: MXCSR (4 bytes), x87 control word (2), padding (2)
  *	8: r15   16: r14   24: r13   32: r12   40: rbx   48: rbp
@@ -17,10 +17,8 @@
  *
  * rl__coro_switch reads the control words with STMXCSR and FNSTCW;
  * rl__coro_switch_known is told them (fpctl: MXCSR in the low 32 bits, the
- * x87 word in the next 16) and pushes that instead. Only the resumer uses
- * it, with words read once per loop epoch (coro.c explains why that is
- * exact for the control bits, and coro.h what it means for MXCSR's
- * exception flags); a coroutine's words are read at every suspend.
+ * x87 word in the next 16) and pushes that instead, for a caller that
+ * knows them already. Reading them is the costliest part of a switch.
  *
  * Every context's frame has this layout, so a single set of CFI rules
  * ("CFA = rsp + k, register r saved at CFA - n") describes whichever stack
@@ -29,39 +27,38 @@
  *
  * The return. A plain `ret` here returns to a different place than the
  * `call` that entered (the other context's call site), so the return
- * stack predictor misses on every switch; popping the address and jumping
- * through a register lets the indirect branch predictor learn the pattern
- * instead. Measured on an AMD EPYC (Zen) VM, a switch there and back: ret
- * 25.7 ns, pop + jmp 11.3 ns (without the FP control state: 20.2 / 6.5).
- * Again on the Zen 5 VM below, best of 20 batches of 10^6, three runs:
- * ret 24.9 ns, pop + jmp 10.8-10.9 (with the resumer's words known: 23.5-23.7
- * and 9.2).
+ * stack predictor would miss on every switch; popping the address and
+ * jumping through a register lets the indirect branch predictor learn the
+ * pattern instead (docs/experiments.md has the measurements).
  *
- * The control words. Reading them is the costly part: on a Zen 5 (family
- * 26) VM at ~3.4 GHz, best of 20 batches of 10^6, three runs each, the
- * round trip took 6.9-7.8 ns with no floating-point state at all and
- * 10.9-12.2 ns with both words read and restored on both sides, and the
- * reads (STMXCSR, FNSTCW) were ~3.5 ns of those 4, whatever the order:
- * stored first into the red zone 11.2-12.0, VSTMXCSR 11.1-11.6, MOVs
- * instead of PUSH/POP 11.4-12.3; restores only, no reads, 10.2-11.1.
- * Comparing old and new words to skip LDMXCSR/FLDCW never paid: 14 ns on
- * the way out (the compare reads what STMXCSR just wrote, which is not
- * forwarded) and no gain on the way in (9.2-9.5 ns against 9.2-9.5). With
- * the resumer's words known, one read per round trip: 8.8-9.5 ns in the
- * harness, 8.9-9.0 ns in `ringbench --micro`. Leaving the resumer's
- * callee-saved registers to the compiler (an inline-asm resume that
- * clobbers them) measured 8.8-9.4 ns: not worth a second frame layout.
- *
- * In a loop with thousands of coroutines the switch is dominated by
- * something else: LDMXCSR waits for its load from the resumed stack and
- * holds everything after it, so a cold stack line costs the whole miss
- * (80% of the switch's perf samples with 10,000 coroutines started at
- * once). coro.c paces starts so that the stacks in use stay warm.
+ * Control-flow enforcement (CET), when the compiler targets it (__CET__,
+ * e.g. gcc -fcf-protection): the entry points start with ENDBR64, and the
+ * jump to the other context is a NOTRACK jump, because it lands after a
+ * call (the other context's call of the switch), where no ENDBR64 is - as
+ * the compiler's own jump tables do. The object's GNU property note then
+ * marks it IBT-compatible, so that linking it keeps indirect branch
+ * tracking for the program. It does NOT mark it SHSTK-compatible: with
+ * shadow stacks enforced, each coroutine would need a shadow stack of its
+ * own (map_shadow_stack, switched with RSTORSSP/SAVEPREVSSP) and the
+ * pop + jmp return would have to drop the pending shadow-stack entry
+ * (INCSSP). Without that, the first `ret` after a switch would not match
+ * the shadow stack and fault. So a program built for shadow stacks loses
+ * them when it links ringloop's coroutines (the linker ANDs the property
+ * notes) rather than crashing.
  *
  * rl__coro_trampoline is where a new context starts (see coro_ctx.c): r12
  * holds the entry function and r13 its argument. Its CFI marks the return
  * address undefined, the end of the coroutine's call chain for unwinders.
  */
+
+#if defined(__CET__) && (__CET__ & 1)
+#define ENDBR	endbr64
+#define NOTRACK	notrack
+#else
+#define ENDBR
+#define NOTRACK
+#endif
+
 	.text
 
 /* Pushes the six callee-saved registers, with CFI. */
@@ -118,7 +115,7 @@
 	popq	%rcx
 	.cfi_adjust_cfa_offset -8
 	.cfi_register %rip, %rcx
-	jmpq	*%rcx
+	NOTRACK jmpq	*%rcx
 .endm
 
 	.globl	rl__coro_switch
@@ -127,6 +124,7 @@
 	.p2align 4
 rl__coro_switch:
 	.cfi_startproc
+	ENDBR
 	PUSH_REGS
 	subq	$8, %rsp
 	.cfi_adjust_cfa_offset 8
@@ -142,6 +140,7 @@ rl__coro_switch:
 	.p2align 4
 rl__coro_switch_known:
 	.cfi_startproc
+	ENDBR
 	PUSH_REGS
 	pushq	%rcx
 	.cfi_adjust_cfa_offset 8
@@ -155,6 +154,7 @@ rl__coro_switch_known:
 	.p2align 4
 rl__coro_trampoline:
 	.cfi_startproc
+	ENDBR
 	.cfi_undefined %rip
 	movq	%r13, %rdi
 	callq	*%r12
@@ -163,3 +163,18 @@ rl__coro_trampoline:
 	.size	rl__coro_trampoline, .-rl__coro_trampoline
 
 	.section .note.GNU-stack, "", @progbits
+
+#if defined(__CET__) && (__CET__ & 1)
+/* The GNU property note: GNU_PROPERTY_X86_FEATURE_1_AND with the IBT bit
+ * only (see the top of this file for why not SHSTK). */
+	.section .note.gnu.property, "a"
+	.p2align 3
+	.long	4		/* name size: "GNU" and its NUL */
+	.long	16		/* descriptor size: one property, padded */
+	.long	5		/* NT_GNU_PROPERTY_TYPE_0 */
+	.asciz	"GNU"
+	.long	0xc0000002	/* GNU_PROPERTY_X86_FEATURE_1_AND */
+	.long	4		/* its data size */
+	.long	1		/* GNU_PROPERTY_X86_FEATURE_1_IBT */
+	.p2align 3
+#endif
