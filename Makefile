@@ -27,15 +27,17 @@ INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR    ?=
 
-# The version lives in include/ringloop/ringloop.h; the soname carries the
-# major number.
+# The version lives in include/ringloop/ringloop.h. The soname carries
+# the numbers whose change may break the ABI: the major number, and before
+# 1.0 the minor one too (0.x minors may change the ABI, as the README
+# says), so a program built against 0.2 never loads a 0.3.
 VERSION_OF = $(shell sed -n 's/^\#define RL_VERSION_$(1) \([0-9]*\).*/\1/p' include/ringloop/ringloop.h)
 VMAJOR   := $(call VERSION_OF,MAJOR)
 VMINOR   := $(call VERSION_OF,MINOR)
 VPATCH   := $(call VERSION_OF,PATCH)
 VERSION  := $(VMAJOR).$(VMINOR).$(VPATCH)
-SONAME   := libringloop.so.$(VMAJOR)
-SOFILE   := libringloop.so.$(VMAJOR).$(VMINOR)
+SONAME   := libringloop.so.$(VMAJOR)$(if $(filter 0,$(VMAJOR)),.$(VMINOR))
+SOFILE   := libringloop.so.$(VERSION)
 
 ifeq ($(SAN),)
 BUILD    := build
@@ -115,10 +117,15 @@ $(BUILD)/%.o: %.S $(FLAGS_FILE)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---------------------------------------------------------------- install
-$(BUILD)/ringloop.pc: ringloop.pc.in include/ringloop/ringloop.h $(FLAGS_FILE)
+# Directories under PREFIX are written relative to ${prefix}, so that
+# `pkg-config --define-prefix` can relocate an installed tree. Made at
+# every install: PREFIX, LIBDIR and INCLUDEDIR are not in the flags file.
+PC_LIBDIR     = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
+PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
+$(BUILD)/ringloop.pc: ringloop.pc.in include/ringloop/ringloop.h FORCE
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(PC_LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(PC_INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 install: lib $(BUILD)/ringloop.pc
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/ringloop $(DESTDIR)$(PKGCONFIGDIR)
@@ -165,6 +172,7 @@ $(BUILD)/tests/run: $(TEST_OBJ) $(BUILD)/libringloop.a
 test: test-build
 	$(BUILD)/tests/run $(TEST_ARGS)
 	@$(MAKE) --no-print-directory SAN=address,undefined test-san
+	@$(MAKE) --no-print-directory test-install
 	@$(MAKE) --no-print-directory test-bench
 
 # ringbench itself: every cell runs and checks its bytes, the JSON

@@ -27,10 +27,11 @@
  * argument CONSUMES the caller's reference to it (rl_then, rl_catch,
  * rl_finally, rl_all..., rl_promise_subscribe, the promise adopted by
  * rl_promise_adopt, and setting out->adopt in a reaction); the settling
- * calls (rl_promise_resolve, rl_promise_reject...) only borrow it. So a chain is written without any
- * bookkeeping:
+ * calls (rl_promise_resolve, rl_promise_reject...) only borrow it. So a
+ * chain is written without any bookkeeping:
  *
- *	p = rl_then(rl_promise_fs_read_file(ctx, path, buf, len), on_data, NULL, arg);
+ *	p = rl_promise_fs_read_file(ctx, path, buf, len);
+ *	p = rl_then(p, on_data, NULL, arg);
  *	p = rl_catch(p, on_error, arg);
  *	rl_promise_unref(p);		// not interested in the end result
  *
@@ -138,10 +139,10 @@ rl_promise *rl_promise_rejected(rl_promise_ctx *ctx, int err);
  * Settle p, a promise from rl_promise_new() (-EPERM for any other: those
  * settle by themselves). They do not consume the caller's reference to p.
  * Return 0, or -EALREADY when p was settled (or resolved to another
- * promise) already; the later settle is then ignored. rl_promise_reject needs err < 0
- * (-EINVAL otherwise). rl_promise_adopt resolves p to q: p settles as q
- * does (two microtasks later, like JavaScript's resolve(thenable)); it
- * consumes the reference to q, also when it fails.
+ * promise) already; the later settle is then ignored. rl_promise_reject
+ * needs err < 0 (-EINVAL otherwise). rl_promise_adopt resolves p to q: p
+ * settles as q does (two microtasks later, like JavaScript's
+ * resolve(thenable)); it consumes the reference to q, also when it fails.
  */
 int rl_promise_resolve(rl_promise *p, struct rl_value value);
 int rl_promise_reject(rl_promise *p, int err);
@@ -242,7 +243,7 @@ rl_promise *rl_all_settled(rl_promise_ctx *ctx, rl_promise *const *ps,
 rl_promise *rl_any(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
 rl_promise *rl_race(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
 
-/* ------------------------------------------------------ loop request promises */
+/* -------------------------------------------------- loop request promises */
 
 /*
  * Promises for the loop's requests (see ringloop.h for the requests

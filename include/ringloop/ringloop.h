@@ -84,6 +84,22 @@ struct rl_options {
 /* Fills *opt with the defaults (every field 0 means "default"). */
 void rl_options_init(struct rl_options *opt);
 
+/*
+ * Signals. The epoll backend runs file work in a pool of threads, and a
+ * job can block for good (the open() of a FIFO nobody writes to). To
+ * cancel such a job, or to close its loop, the pool interrupts the worker
+ * with a signal, SIGRTMIN + 6, so that the blocking call fails with EINTR.
+ * The first pool of the process installs a handler for that signal, once
+ * and process-wide, that does nothing (without SA_RESTART) - but only if
+ * the signal is still at SIG_DFL then: a program that uses SIGRTMIN + 6
+ * itself installs its own handler before opening a loop, and the pool
+ * leaves it alone. Blocked jobs then cannot be interrupted: the callback
+ * of a cancelled one waits for the job to finish, and so does
+ * rl_loop_close(). The workers
+ * block every other signal, so process-directed signals go to the
+ * program's own threads. The io_uring backend sends no signal.
+ */
+
 /* ------------------------------------------------------------- lifecycle */
 
 /*
