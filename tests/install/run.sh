@@ -29,6 +29,10 @@ fail() {
 	exit 1
 }
 
+for tool in "$CC" "$CXX" pkg-config nm readelf; do
+	command -v "$tool" >/dev/null || fail "$tool not found (the C++ test needs a C++ compiler: g++)"
+done
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ringloop-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
