@@ -29,7 +29,7 @@ fail() {
 	exit 1
 }
 
-for tool in "$CC" "$CXX" pkg-config nm readelf; do
+for tool in "$CC" "$CXX" pkg-config nm readelf perl; do
 	command -v "$tool" >/dev/null || fail "$tool not found (the C++ test needs a C++ compiler: g++)"
 done
 
@@ -84,9 +84,8 @@ exported=$(nm -D --defined-only "$so" | awk '{ print $3 }' | sort)
 others=$(echo "$exported" | grep -v '^rl_' || true)
 [ -z "$others" ] || fail "the shared library exports names other than rl_*:"$'\n'"$others"
 # The functions the headers declare, from the headers without comments.
-declared=$(for h in include/ringloop/*.h; do
-	$CC -fpreprocessed -dD -E -P "$h"
-done | grep -oE '\brl_[a-z0-9_]+ *\(' | sed 's/ *($//' | sort -u)
+declared=$(perl -0777 -pe 's{/\*.*?\*/}{}gs; s{//[^\n]*}{}g' include/ringloop/*.h |
+	grep -oE '\brl_[a-z0-9_]+ *\(' | sed 's/ *($//' | sort -u)
 [ "$declared" = "$exported" ] ||
 	fail "exported symbols (>) and the headers' functions (<) differ:"$'\n'"$(diff <(echo "$declared") <(echo "$exported") | grep '^[<>]')"
 for f in $exported; do
