@@ -14,7 +14,7 @@ AARCH64_SRC  := tests/aarch64/test_switch_aarch64.c styles/coro_ctx.c \
 
 .PHONY: test-aarch64
 
-$(AARCH64_DIR)/test_switch: $(AARCH64_SRC) styles/coro_internal.h styles/coro.h
+$(AARCH64_DIR)/test_switch: $(AARCH64_SRC) styles/coro_internal.h include/ringloop/coro.h
 	@mkdir -p $(dir $@)
 	$(AARCH64_CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O2 \
 	  -static -Iinclude -Iloop -Istyles -o $@ $(AARCH64_SRC)
