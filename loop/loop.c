@@ -15,10 +15,8 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "epoch.h"
 #include "internal.h"
 
-__thread uint64_t rl__loop_epoch __attribute__((tls_model("initial-exec"))) = 1;
 
 uint64_t rl__clock_ns(void)
 {
@@ -329,7 +327,6 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 		return -EBUSY;
 	loop->running = 1;
 	loop->stop = false;
-	rl__loop_epoch++;
 	loop->now_ns = rl__clock_ns();
 	n += run_batch(loop);
 
@@ -351,7 +348,6 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 			break;
 	}
 	loop->running = 0;
-	rl__loop_epoch++;
 	return n;
 }
 
@@ -400,12 +396,9 @@ int rl_loop_close(rl_loop *loop)
 		return -EINVAL;
 	if (loop->running)
 		return -EBUSY;
-	rl__loop_epoch++;
 	ret = run_close_hooks(loop);
-	if (ret < 0) {
-		rl__loop_epoch++;
+	if (ret < 0)
 		return ret;
-	}
 	loop->closing = true;
 	loop->running = 1;
 	rl__timers_cancel_all(loop);
@@ -432,6 +425,5 @@ int rl_loop_close(rl_loop *loop)
 	loop->backend->destroy(loop);
 	rl__timers_free(loop);
 	free(loop);
-	rl__loop_epoch++;
 	return 0;
 }

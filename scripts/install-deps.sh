@@ -8,9 +8,9 @@
 #                                      aarch64 cross compiler (CI, fuzzing)
 set -eu
 
-need=(liburing-dev libcriterion-dev pkg-config gnuplot-nox)
+need=(liburing-dev libcriterion-dev pkg-config gnuplot-nox g++)
 if [ "${1:-}" = "--extra" ]; then
-	need+=(valgrind clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+	need+=(clang-format valgrind clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 fi
 
 missing=()

@@ -3,8 +3,8 @@
  * test_coro_fpctl.c - the floating-point control state through the
  * scheduler: each coroutine keeps its own rounding mode (and, on x86-64,
  * its x87 precision), and the loop thread keeps the one rl_run() or
- * rl_loop_close() was called with, although the resumer's control words
- * are read once per loop epoch rather than at every switch (coro.c).
+ * rl_loop_close() was called with: both sides' control words are saved
+ * and restored at every switch (coro.c).
  */
 #include <errno.h>
 #include <fenv.h>
@@ -291,7 +291,7 @@ static int64_t nest_a(void *arg)
 		if (n->cb_ran)
 			n->after++;
 		else if (++n->before == 2)
-			/* The callback runs after switches of this epoch. */
+			/* The callback runs after some switches. */
 			cr_assert_eq(rl_timer_start(rl_coro_loop(), &n->t, 0, 0,
 						    nest_cb), 0);
 	}
@@ -327,10 +327,9 @@ static void nest_cb(rl_timer *t, int status)
 	n->cb_ran = true;
 }
 
-/* Each rl_run() gives its caller its own mode, nested or not: the epoch
- * changes on the way into rl_run(B), or B's switches would restore A's
- * mode into the callback, and on the way out, or A's later switches would
- * restore the callback's. */
+/* Each rl_run() gives its caller its own mode, nested or not: B's switches
+ * must not restore A's mode into the callback, nor A's later switches the
+ * callback's. */
 CORE_TEST(coro_fpctl, nested_runs_keep_each_callers_mode)
 {
 	rl_loop *a = tloop(tp), *b = tloop(tp);
