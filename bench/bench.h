@@ -1,27 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench.h - what ringbench's driver and each style's scenario file share.
+ * bench.h - what ringbench's driver and each scenario file share.
  *
- * A scenario runs ctx->n reads of the bench file through one style on
- * ctx->loop and returns when all have completed: 0, or -errno when the run
- * could not go on. Every read's content is checked against ctx->expect
- * (ctx->size bytes); each wrong or failed read increments ctx->errors, and
- * a run with errors is reported as failed.
+ * A scenario function (bench_fn) runs ctx->n reads of the bench file once
+ * and returns when all have completed: 0, or -errno when the run could not
+ * go on. Every read's content is checked against ctx->expect (ctx->size
+ * bytes); each wrong or failed read increments ctx->errors, and a run with
+ * errors is reported as failed.
  *
  *   parallel: start all n reads (at most ctx->window in flight when
  *             window > 0), then wait for all of them;
  *   blocking: each read starts when the previous one has finished.
+ *
+ * The styles run on ctx->loop; the baselines (sync, sync-mt, raw-uring)
+ * have no loop and count their own syscalls in ctx->syscalls.
+ *
+ * Latency: while ctx->lat is set, a scenario calls bench_op_start(ctx, i)
+ * when it submits read i and bench_op_done(ctx, i) where the program gets
+ * its result (the callback, the reaction, the resumed coroutine), which
+ * records the time between the two in ctx->lat. The driver sets ctx->lat
+ * for the measured runs only, and ringbench --no-latency never sets it.
  */
 #ifndef RINGBENCH_H
 #define RINGBENCH_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "ringloop/ringloop.h"
+#include "stats.h"
 
 struct bench_ctx {
-	rl_loop *loop;
+	rl_loop *loop;		  /* NULL for the baselines */
+	const struct rl_options *opt; /* the knobs every cell runs with */
 	const char *const *paths; /* npaths files, all with the same content */
 	unsigned npaths;	  /* read i uses paths[i % npaths] */
 	size_t size;		  /* bytes in each file */
@@ -30,10 +42,33 @@ struct bench_ctx {
 	unsigned window;	  /* parallel: max in flight, 0 = all */
 	size_t coro_window;	  /* coro: the scheduler's start_window */
 	uint64_t errors;	  /* wrong content or failed reads */
-	void *style_state;	  /* a style's own per-run state */
+	uint64_t syscalls;	  /* baselines: the syscalls they made */
+	void *style_state;	  /* a style's own state, kept across runs */
+	struct bench_hist *lat;	  /* where latencies go, or NULL */
+	uint64_t *lat_t0;	  /* n start times, indexed by read */
 };
 
 typedef int (*bench_fn)(struct bench_ctx *ctx);
+
+static inline uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void bench_op_start(struct bench_ctx *ctx, unsigned i)
+{
+	if (ctx->lat)
+		ctx->lat_t0[i] = bench_now_ns();
+}
+
+static inline void bench_op_done(struct bench_ctx *ctx, unsigned i)
+{
+	if (ctx->lat)
+		bench_hist_add(ctx->lat, bench_now_ns() - ctx->lat_t0[i]);
+}
 
 /* Checks one finished read; counts an error when it is wrong. */
 static inline void bench_check(struct bench_ctx *ctx, int64_t result,
@@ -57,7 +92,7 @@ static inline const char *bench_path(const struct bench_ctx *ctx, unsigned i)
 	return ctx->paths[i % ctx->npaths];
 }
 
-/* One file per style. */
+/* The styles, one file each (bench_<style>.c). */
 int bench_callback_parallel(struct bench_ctx *ctx);
 int bench_callback_blocking(struct bench_ctx *ctx);
 int bench_promise_parallel(struct bench_ctx *ctx);
@@ -65,11 +100,40 @@ int bench_promise_blocking(struct bench_ctx *ctx);
 int bench_coro_parallel(struct bench_ctx *ctx);
 int bench_coro_blocking(struct bench_ctx *ctx);
 
-/* Optional: frees what a style kept in ctx->style_state across runs. The
- * driver calls it after the style's last run, before closing the loop. */
+/* Frees what a style kept in ctx->style_state across runs. The driver
+ * calls it after the style's last run, before closing the loop. */
 void bench_callback_free(struct bench_ctx *ctx);
 void bench_promise_free(struct bench_ctx *ctx);
 void bench_coro_free(struct bench_ctx *ctx);
+
+/*
+ * The baselines, the limits every cell is measured against
+ * (baseline_sync.c, baseline_uring.c). open() prepares ctx->style_state
+ * (0 or -errno), close() frees it.
+ *
+ *   sync:      open, fstat, read, close in one thread, as a synchronous
+ *              program does;
+ *   sync-mt:   the same loop, the n reads split over one thread per CPU
+ *              the process may run on (bench_sync_mt_threads());
+ *   raw-uring: a minimal liburing program: openat into a direct slot ->
+ *              read -> close, linked, with RAW_URING_WINDOW reads in flight
+ *              (parallel) or one (blocking).
+ */
+int bench_sync_open(struct bench_ctx *ctx);
+int bench_sync_run(struct bench_ctx *ctx);
+void bench_sync_close(struct bench_ctx *ctx);
+int bench_sync_mt_open(struct bench_ctx *ctx);
+int bench_sync_mt_run(struct bench_ctx *ctx);
+void bench_sync_mt_close(struct bench_ctx *ctx);
+unsigned bench_sync_mt_threads(void);
+
+#define RAW_URING_WINDOW 256
+int bench_raw_uring_open(struct bench_ctx *ctx);
+int bench_raw_uring_parallel(struct bench_ctx *ctx);
+int bench_raw_uring_blocking(struct bench_ctx *ctx);
+void bench_raw_uring_close(struct bench_ctx *ctx);
+/* The reads raw-uring keeps in flight in the parallel scenario. */
+unsigned bench_raw_uring_window(const struct bench_ctx *ctx);
 
 /* ringbench --micro: the coroutine switch round trip in ns (bench_coro.c). */
 double bench_coro_switch_ns(unsigned iterations);

@@ -12,6 +12,12 @@
  * The promise context and the read buffers live in ctx->style_state across
  * runs (freed by bench_promise_free), so a run measures steady state: pools
  * warm, no malloc per read.
+ *
+ * Latency: in blocking, the reaction to each read is where the program
+ * gets it. In parallel the program sees the reads only when all() of the
+ * window fulfils, so while latencies are recorded each read's promise also
+ * gets a subscription (rl_promise_subscribe) that notes when it settled:
+ * one more microtask per read, whose cost docs/bench.md gives.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -35,6 +41,7 @@ struct prun {
 	struct bench_ctx *ctx;
 	struct pstate *st;
 	unsigned started, done, win;
+	unsigned win_base; /* the first read of the current window */
 	int error;
 };
 
@@ -96,6 +103,7 @@ static rl_promise *read_one(struct prun *run, unsigned i, unsigned slot)
 {
 	struct pstate *st = run->st;
 
+	bench_op_start(run->ctx, i);
 	return rl_promise_fs_read_file(st->pctx, bench_path(run->ctx, i),
 				    st->bufs + (size_t)slot * st->stride,
 				    run->ctx->size);
@@ -128,14 +136,39 @@ static void window_failed(struct rl_outcome *o, void *arg)
 	run->error = o->reason;
 }
 
+/* A read of the current window settled: which one it was follows from the
+ * buffer it filled. A failed read has no buffer to tell; the cell fails
+ * anyway. */
+static void read_settled(rl_promise *p, void *arg)
+{
+	struct prun *run = arg;
+	struct rl_settlement s;
+
+	if (rl_promise_result(p, &s) == RL_PROMISE_FULFILLED && s.value.p) {
+		size_t slot = (size_t)((char *)s.value.p - run->st->bufs) /
+			      run->st->stride;
+
+		bench_op_done(run->ctx, run->win_base + (unsigned)slot);
+	}
+	rl_promise_unref(p);
+}
+
 static rl_promise *start_window(struct prun *run)
 {
 	unsigned n = run->ctx->n - run->started, i;
 
 	if (n > run->win)
 		n = run->win;
-	for (i = 0; i < n; i++)
-		run->st->ps[i] = read_one(run, run->started + i, i);
+	run->win_base = run->started;
+	for (i = 0; i < n; i++) {
+		rl_promise *p = read_one(run, run->started + i, i);
+
+		if (p && run->ctx->lat &&
+		    rl_promise_subscribe(rl_promise_ref(p), read_settled,
+					 run) < 0)
+			run->ctx->errors++;
+		run->st->ps[i] = p;
+	}
 	run->started += n;
 	return rl_then(rl_all(run->st->pctx, run->st->ps, n), window_done,
 		       window_failed, run);
@@ -172,6 +205,7 @@ static void read_done(struct rl_outcome *o, void *arg)
 {
 	struct prun *run = arg;
 
+	bench_op_done(run->ctx, run->done);
 	bench_check(run->ctx, o->reason < 0 ? o->reason : o->value.i,
 		    o->value.p);
 	run->done++;

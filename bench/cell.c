@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cell.c - measuring one cell (see cell.h).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cell.h"
+
+struct bench_cell *bench_cell_new(const char *backend, const char *style,
+				  const char *scenario, const char *limit)
+{
+	struct bench_cell *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		perror("ringbench");
+		exit(1);
+	}
+	c->backend = backend;
+	c->style = style;
+	c->scenario = scenario;
+	c->limit = limit;
+	c->n = bench_opt.n;
+	bench_hist_reset(&c->lat);
+	bench_cell_finish(c);
+	return c;
+}
+
+void bench_cell_fail(struct bench_cell *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
+	va_end(ap);
+	c->error = c->errbuf;
+}
+
+void bench_cell_extra(struct bench_cell *c, const char *key, double value,
+		      int decimals)
+{
+	if (c->nextra == BENCH_CELL_EXTRAS)
+		return;
+	c->extra[c->nextra++] =
+		(struct bench_extra){ key, value, decimals };
+}
+
+static double now_ms(void)
+{
+	return (double)bench_now_ns() / 1e6;
+}
+
+/* User + system time of every thread of the process, finished ones too. */
+static double cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+/* Syscalls so far: the loop's counters, or what a baseline counted. */
+static uint64_t syscalls(const struct bench_ctx *ctx)
+{
+	struct rl_stats st;
+
+	if (!ctx->loop)
+		return ctx->syscalls;
+	rl_loop_stats(ctx->loop, &st);
+	return st.syscalls;
+}
+
+static bool run_failed(struct bench_cell *c, int ret, uint64_t errors)
+{
+	if (ret < 0) {
+		bench_cell_fail(c, "run failed: %s", rl_strerror(ret));
+		return true;
+	}
+	if (errors) {
+		bench_cell_fail(c, "%llu reads failed or returned wrong content",
+				(unsigned long long)errors);
+		return true;
+	}
+	return false;
+}
+
+void bench_cell_measure(struct bench_cell *c, const struct bench_subject *s,
+			const struct bench_subject *pair, uint64_t *lat_t0)
+{
+	struct bench_ctx *ctx = s->ctx;
+	int ret = 0;
+
+	ctx->errors = 0;
+	ctx->lat = NULL;
+	ctx->lat_t0 = lat_t0;
+	for (unsigned w = 0; w < bench_opt.warmup; w++) {
+		ret = s->fn(ctx);
+		if (run_failed(c, ret, ctx->errors))
+			return;
+	}
+	c->has_lat = lat_t0 != NULL;
+	for (unsigned r = 0; r < bench_opt.runs; r++) {
+		double t0, cpu0;
+		uint64_t sys0;
+
+		if (pair) {
+			pair->ctx->errors = 0;
+			t0 = now_ms();
+			ret = pair->fn(pair->ctx);
+			c->base_ms[r] = now_ms() - t0;
+			if (ret < 0 || pair->ctx->errors) {
+				bench_cell_fail(c, "its paired sync run failed");
+				return;
+			}
+		}
+		ctx->lat = lat_t0 ? &c->lat : NULL;
+		sys0 = syscalls(ctx);
+		cpu0 = cpu_ms();
+		t0 = now_ms();
+		ret = s->fn(ctx);
+		c->ms[r] = now_ms() - t0;
+		c->cpu_ms[r] = cpu_ms() - cpu0;
+		c->syscalls += syscalls(ctx) - sys0;
+		ctx->lat = NULL;
+		if (!pair)
+			c->base_ms[r] = c->ms[r];
+		if (run_failed(c, ret, ctx->errors))
+			return;
+		c->runs = r + 1;
+	}
+	bench_cell_finish(c);
+}
+
+void bench_cell_finish(struct bench_cell *c)
+{
+	unsigned n = c->runs;
+	double ops = (double)c->n * n;
+
+	c->median_ms = c->min_ms = c->max_ms = c->stdev_ms = NAN;
+	c->base_median_ms = c->ratio = c->limit_ratio = NAN;
+	c->cpu_median_ms = c->cpu_util = c->syscalls_per_op = NAN;
+	c->noise = (struct bench_noise){ 0 };
+	if (c->error || !n)
+		return;
+	c->median_ms = bench_median(c->ms, n);
+	c->min_ms = bench_min(c->ms, n);
+	c->max_ms = bench_max(c->ms, n);
+	c->stdev_ms = bench_stdev(c->ms, n);
+	c->base_median_ms = bench_median(c->base_ms, n);
+	c->ratio = c->median_ms / c->base_median_ms;
+	c->cpu_median_ms = bench_median(c->cpu_ms, n);
+	c->cpu_util = c->cpu_median_ms / c->median_ms;
+	c->syscalls_per_op = (double)c->syscalls / ops;
+	c->noise = bench_noise(c->ms, n);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * options.h - ringbench's command line: every knob, checked before
+ * anything runs (a bad value exits with status 2 and says why).
+ */
+#ifndef RINGBENCH_OPTIONS_H
+#define RINGBENCH_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ringloop/ringloop.h"
+
+#define BENCH_MAX_RUNS	 101
+#define BENCH_MAX_WARMUP 100
+#define BENCH_MAX_FILES	 1024
+#define BENCH_MAX_N	 10000000u
+/* The kernel's limits on io_uring ring sizes (IORING_MAX_ENTRIES, and the
+ * CQ size ringbench asks for at most). */
+#define BENCH_MAX_ENTRIES    32768u
+#define BENCH_MAX_CQ_ENTRIES 32768u
+
+struct bench_opts {
+	unsigned n, runs, warmup, files, window;
+	size_t size;
+	const char *file;
+	size_t coro_window;	/* 0: RL_CORO_START_WINDOW */
+	bool coro_window_all;	/* --coro-window 0: never wait */
+	struct rl_options loop; /* the knobs every loop (and raw-uring) gets */
+	bool json, micro, no_out, latency, limits;
+	const char *out_dir;
+	const char *backends, *styles, *scenarios; /* NULL: all */
+	char args[1024];	/* the command line, for the meta record */
+};
+
+extern struct bench_opts bench_opt;
+
+/* Parses argv into bench_opt; exits 2 on a bad option or value. */
+void bench_opts_parse(int argc, char **argv);
+
+/*
+ * Checks a comma-separated --backend/--style/--scenario list: every name
+ * must be one of valid[] (NULL-terminated) or "all". Exits 2 otherwise,
+ * naming the valid choices.
+ */
+void bench_check_list(const char *option, const char *list,
+		      const char *const *valid);
+
+/* Whether name is in a checked list (NULL or "all": every name is). */
+bool bench_listed(const char *list, const char *name);
+
+/* The knob values as they ran: what a 0 ("default") stands for. */
+unsigned bench_effective_window(void);
+unsigned bench_effective_entries(void);
+unsigned bench_effective_cq_entries(void);
+unsigned bench_effective_pool_threads(void);
+size_t bench_effective_coro_window(void);
+
+#endif

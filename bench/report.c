@@ -1,0 +1,527 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * report.c - the text report, JSON lines and CSV (see report.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "report.h"
+
+static FILE *json_out, *csv_out;
+static char out_dir[512], stamp[64];
+
+FILE *bench_report_text(void)
+{
+	return bench_opt.json ? stderr : stdout;
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+/* A number, or null when there is none: JSON has no NaN. */
+static void json_num(FILE *f, double v, int decimals)
+{
+	if (isfinite(v))
+		fprintf(f, "%.*f", decimals, v);
+	else
+		fputs("null", f);
+}
+
+static void json_kv_str(FILE *f, const char *key, const char *v)
+{
+	fprintf(f, ",\"%s\":", key);
+	json_str(f, v);
+}
+
+static void json_kv_num(FILE *f, const char *key, double v, int decimals)
+{
+	fprintf(f, ",\"%s\":", key);
+	json_num(f, v, decimals);
+}
+
+static void json_meta(FILE *f, const struct bench_machine *m)
+{
+	fputs("{\"meta\":{\"kernel\":", f);
+	json_str(f, m->kernel);
+	json_kv_str(f, "cpu", m->cpu);
+	fprintf(f, ",\"cpus\":%u,\"cpus_online\":%u", m->cpus, m->cpus_online);
+	json_kv_str(f, "liburing", m->liburing);
+	json_kv_str(f, "compiler", m->compiler);
+	json_kv_str(f, "commit", m->commit);
+	json_kv_num(f, "io_uring_disabled",
+		    m->io_uring_disabled < 0 ? NAN : m->io_uring_disabled, 0);
+	json_kv_num(f, "syscall_ns", m->syscall_ns, 1);
+	json_kv_num(f, "enter_ns", m->enter_ns < 0 ? NAN : m->enter_ns, 1);
+	if (m->enter_ns < 0)
+		json_kv_str(f, "enter_error", m->enter_error);
+	json_kv_num(f, "clock_ns", m->clock_ns, 1);
+	json_kv_str(f, "clocksource", m->clocksource);
+	json_kv_str(f, "ringloop", rl_version_string());
+	json_kv_str(f, "date", m->date);
+	json_kv_str(f, "args", bench_opt.args);
+	fprintf(f, ",\"n\":%u,\"runs\":%u,\"warmup\":%u,\"latency\":%s}}\n",
+		bench_opt.n, bench_opt.runs, bench_opt.warmup,
+		bench_opt.latency ? "true" : "false");
+}
+
+/* The knobs as they ran: a default is written as the value it stands
+ * for, and a knob that is not set (the io-wq cap) as null. */
+static void json_knobs(FILE *f)
+{
+	const struct rl_options *o = &bench_opt.loop;
+
+	fprintf(f,
+		",\"knobs\":{\"size\":%zu,\"files\":%u,\"window\":%u,"
+		"\"entries\":%u,\"cq_entries\":%u,\"sqpoll\":%d,"
+		"\"single_issuer\":%d,\"defer_taskrun\":%d,\"coop_taskrun\":%d,"
+		"\"no_link\":%d,\"no_direct\":%d,\"register_ring\":%d,",
+		bench_opt.size, bench_opt.files, bench_effective_window(),
+		bench_effective_entries(), bench_effective_cq_entries(),
+		!!(o->flags & RL_SQPOLL), !!(o->flags & RL_SINGLE_ISSUER),
+		!!(o->flags & RL_DEFER_TASKRUN),
+		!!(o->flags & RL_COOP_TASKRUN), !!(o->flags & RL_NO_LINK),
+		!!(o->flags & RL_NO_DIRECT), !!(o->flags & RL_REGISTER_RING));
+	fputs("\"iowq_max\":", f);
+	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
+	fprintf(f, ",\"pool_threads\":%u,\"no_inline\":%d,\"coro_window\":%zu}",
+		bench_effective_pool_threads(), !!(o->flags & RL_NO_INLINE),
+		bench_effective_coro_window());
+}
+
+static double pct_us(const struct bench_cell *c, double p)
+{
+	return c->has_lat && c->lat.count
+		       ? (double)bench_hist_percentile(&c->lat, p) / 1e3
+		       : NAN;
+}
+
+static void json_cell(FILE *f, const struct bench_cell *c)
+{
+	fputs("{\"backend\":", f);
+	json_str(f, c->backend);
+	json_kv_str(f, "style", c->style);
+	json_kv_str(f, "scenario", c->scenario);
+	fprintf(f, ",\"n\":%u,\"runs\":%u,\"warmup\":%u,\"bytes\":%zu", c->n,
+		c->runs, bench_opt.warmup, bench_opt.size);
+	if (c->error) {
+		if (c->limit)
+			json_kv_str(f, "limit", c->limit);
+		json_kv_str(f, "error", c->error);
+	} else {
+		json_kv_num(f, "median_ms", c->median_ms, 3);
+		json_kv_num(f, "min_ms", c->min_ms, 3);
+		json_kv_num(f, "max_ms", c->max_ms, 3);
+		json_kv_num(f, "stdev_ms", c->stdev_ms, 3);
+		fputs(",\"runs_ms\":[", f);
+		for (unsigned r = 0; r < c->runs; r++) {
+			if (r)
+				fputc(',', f);
+			json_num(f, c->ms[r], 3);
+		}
+		fputc(']', f);
+		json_kv_num(f, "baseline_ms", c->base_median_ms, 3);
+		json_kv_num(f, "ratio", c->ratio, 3);
+		if (c->limit)
+			json_kv_str(f, "limit", c->limit);
+		else
+			fputs(",\"limit\":null", f);
+		json_kv_num(f, "limit_ratio", c->limit_ratio, 3);
+		json_kv_num(f, "ops_per_s", c->n / (c->median_ms / 1e3), 0);
+		json_kv_num(f, "syscalls_per_op", c->syscalls_per_op, 3);
+		json_kv_num(f, "cpu_ms", c->cpu_median_ms, 3);
+		json_kv_num(f, "cpu_us_per_op", c->cpu_median_ms * 1e3 / c->n,
+			    3);
+		json_kv_num(f, "cpu_util", c->cpu_util, 3);
+		json_kv_num(f, "lat_p50_us", pct_us(c, 0.50), 3);
+		json_kv_num(f, "lat_p99_us", pct_us(c, 0.99), 3);
+		json_kv_num(f, "lat_p999_us", pct_us(c, 0.999), 3);
+		json_kv_num(f, "lat_max_us", pct_us(c, 1.0), 3);
+		fprintf(f, ",\"noisy\":%s", c->noise.noisy ? "true" : "false");
+	}
+	for (unsigned i = 0; i < c->nextra; i++)
+		json_kv_num(f, c->extra[i].key, c->extra[i].value,
+			    c->extra[i].decimals);
+	json_knobs(f);
+	fputs("}\n", f);
+	fflush(f);
+}
+
+/* ------------------------------------------------------------------- CSV */
+
+static void csv_num(FILE *f, double v, int decimals)
+{
+	if (isfinite(v))
+		fprintf(f, "%.*f", decimals, v);
+	fputc(',', f);
+}
+
+static void csv_cell(FILE *f, const struct bench_cell *c)
+{
+	fprintf(f, "%s,%s,%s,%u,%u,%u,%zu,", c->backend, c->style, c->scenario,
+		c->n, c->runs, bench_opt.warmup, bench_opt.size);
+	csv_num(f, c->median_ms, 3);
+	csv_num(f, c->min_ms, 3);
+	csv_num(f, c->max_ms, 3);
+	csv_num(f, c->stdev_ms, 3);
+	csv_num(f, c->base_median_ms, 3);
+	csv_num(f, c->ratio, 3);
+	fprintf(f, "%s,", c->limit ? c->limit : "");
+	csv_num(f, c->limit_ratio, 3);
+	csv_num(f, c->error ? NAN : c->n / (c->median_ms / 1e3), 0);
+	csv_num(f, c->syscalls_per_op, 3);
+	csv_num(f, c->cpu_median_ms, 3);
+	csv_num(f, c->cpu_median_ms * 1e3 / c->n, 3);
+	csv_num(f, c->cpu_util, 3);
+	csv_num(f, c->error ? NAN : pct_us(c, 0.50), 3);
+	csv_num(f, c->error ? NAN : pct_us(c, 0.99), 3);
+	csv_num(f, c->error ? NAN : pct_us(c, 0.999), 3);
+	csv_num(f, c->error ? NAN : pct_us(c, 1.0), 3);
+	fprintf(f, "%s,", c->error ? "" : c->noise.noisy ? "1" : "0");
+	for (unsigned r = 0; r < c->runs && !c->error; r++)
+		fprintf(f, "%s%.3f", r ? " " : "", c->ms[r]);
+	fputc(',', f);
+	for (unsigned i = 0; i < c->nextra; i++)
+		fprintf(f, "%s%s=%.*f", i ? " " : "", c->extra[i].key,
+			c->extra[i].decimals, c->extra[i].value);
+	fputc(',', f);
+	if (c->error) {
+		fputc('"', f);
+		for (const char *s = c->error; *s; s++) {
+			if (*s == '"')
+				fputc('"', f);
+			fputc(*s, f);
+		}
+		fputc('"', f);
+	}
+	fputc('\n', f);
+	fflush(f);
+}
+
+/* ------------------------------------------------------------------ text */
+
+static void text_header(FILE *f, const struct bench_machine *m)
+{
+	const struct rl_options *o = &bench_opt.loop;
+	char window[32] = "all";
+
+	if (bench_opt.window && bench_opt.window < bench_opt.n)
+		snprintf(window, sizeof(window), "%u", bench_opt.window);
+	fprintf(f,
+		"ringbench: %u reads of a %zu-byte file (%u file%s), %u runs "
+		"per cell after %u warm-up run%s, window %s",
+		bench_opt.n, bench_opt.size, bench_opt.files,
+		bench_opt.files > 1 ? "s" : "", bench_opt.runs,
+		bench_opt.warmup, bench_opt.warmup == 1 ? "" : "s", window);
+	if (o->flags & RL_SQPOLL)
+		fputs(", sqpoll", f);
+	if (o->flags & RL_SINGLE_ISSUER)
+		fputs(", single-issuer", f);
+	if (o->flags & RL_DEFER_TASKRUN)
+		fputs(", defer-taskrun", f);
+	if (o->flags & RL_COOP_TASKRUN)
+		fputs(", coop-taskrun", f);
+	if (o->flags & RL_NO_LINK)
+		fputs(", no-link", f);
+	if (o->flags & RL_NO_DIRECT)
+		fputs(", no-direct", f);
+	if (o->flags & RL_REGISTER_RING)
+		fputs(", register-ring", f);
+	if (o->flags & RL_NO_INLINE)
+		fputs(", no-inline", f);
+	if (o->entries || o->cq_entries)
+		fprintf(f, ", entries %u/%u", bench_effective_entries(),
+			bench_effective_cq_entries());
+	if (o->iowq_max)
+		fprintf(f, ", iowq-max %u", o->iowq_max);
+	if (o->pool_threads)
+		fprintf(f, ", pool-threads %u", o->pool_threads);
+	if (bench_opt.coro_window || bench_opt.coro_window_all)
+		fprintf(f, ", coro-window %zu", bench_effective_coro_window());
+	if (!bench_opt.latency)
+		fputs(", no latency", f);
+	fprintf(f, "\nmachine: %s, %u CPU%s (%u online), Linux %s, liburing %s, "
+		   "%s, commit %s\n",
+		m->cpu, m->cpus, m->cpus == 1 ? "" : "s", m->cpus_online,
+		m->kernel, m->liburing, m->compiler, m->commit);
+	fprintf(f, "costs: a trivial syscall (getppid) %.0f ns; ", m->syscall_ns);
+	if (m->enter_ns >= 0)
+		fprintf(f, "io_uring_enter with nothing to do %.0f ns; ",
+			m->enter_ns);
+	else
+		fprintf(f, "io_uring_enter: none (%s); ", m->enter_error);
+	fprintf(f, "a clock read %.0f ns (%s)\n", m->clock_ns,
+		m->clocksource[0] ? m->clocksource : "clocksource unknown");
+	if (m->io_uring_disabled < 0)
+		fputs("kernel.io_uring_disabled: absent (a kernel before 6.6)\n",
+		      f);
+	else
+		fprintf(f, "kernel.io_uring_disabled = %d%s\n",
+			m->io_uring_disabled,
+			m->io_uring_disabled ? " (io_uring restricted)" : "");
+	fputc('\n', f);
+	fflush(f);
+}
+
+static void text_progress(FILE *f, const struct bench_cell *c)
+{
+	fprintf(f, "%-10s %-8s %-8s reading file %u times: ", c->backend,
+		c->style, c->scenario, c->n);
+	if (c->error) {
+		fprintf(f, "error: %s\n", c->error);
+		fflush(f);
+		return;
+	}
+	fprintf(f, "%8.2f ms +-%4.1f%% %5.2fx sync", c->median_ms,
+		100 * c->stdev_ms / c->median_ms, c->ratio);
+	if (c->limit && strcmp(c->limit, "sync") && isfinite(c->limit_ratio))
+		fprintf(f, " %5.2fx %s", c->limit_ratio, c->limit);
+	fprintf(f, "  cpu %.2f us/op", c->cpu_median_ms * 1e3 / c->n);
+	if (c->has_lat)
+		fprintf(f, "  p99 %.1f us", pct_us(c, 0.99));
+	fprintf(f, "  %.2f syscalls/op%s\n", c->syscalls_per_op,
+		c->noise.noisy ? "  NOISY" : "");
+	fflush(f);
+}
+
+static void text_num(FILE *f, int width, double v, int decimals)
+{
+	if (isfinite(v))
+		fprintf(f, " %*.*f", width, decimals, v);
+	else
+		fprintf(f, " %*s", width, "-");
+}
+
+void bench_report_table(struct bench_cell *const *cells, unsigned n)
+{
+	FILE *f = bench_report_text();
+	unsigned noisy = 0;
+
+	fprintf(f, "\ntime: median of the runs; sync_ms: median of the paired "
+		   "sync runs; ratio = median / sync_ms; x_limit = ratio / the "
+		   "limit row's ratio\n");
+	fprintf(f, "%-10s %-8s %-8s %9s %6s %9s %9s %9s %6s %-9s %7s %7s %s\n",
+		"backend", "style", "scenario", "median_ms", "+-sd%", "min_ms",
+		"max_ms", "sync_ms", "ratio", "limit", "x_limit", "sys/op",
+		"noise");
+	for (unsigned i = 0; i < n; i++) {
+		const struct bench_cell *c = cells[i];
+
+		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style, c->scenario);
+		if (c->error) {
+			fprintf(f, "  error: %s\n", c->error);
+			continue;
+		}
+		text_num(f, 9, c->median_ms, 2);
+		text_num(f, 6, 100 * c->stdev_ms / c->median_ms, 1);
+		text_num(f, 9, c->min_ms, 2);
+		text_num(f, 9, c->max_ms, 2);
+		text_num(f, 9, c->base_median_ms, 2);
+		text_num(f, 6, c->ratio, 2);
+		fprintf(f, " %-9s", c->limit ? c->limit : "-");
+		text_num(f, 7, c->limit_ratio, 2);
+		text_num(f, 7, c->syscalls_per_op, 2);
+		fprintf(f, " %s\n", c->noise.noisy ? "NOISY" : "ok");
+		noisy += c->noise.noisy;
+	}
+
+	fprintf(f, "\ncost and latency: CPU time of the process per run "
+		   "(all threads), per read, and per wall second; latency of "
+		   "each read, submit to callback\n");
+	fprintf(f, "%-10s %-8s %-8s %9s %9s %6s %9s %9s %9s %9s\n", "backend",
+		"style", "scenario", "cpu_ms", "cpu_us/op", "util", "p50_us",
+		"p99_us", "p99.9_us", "max_us");
+	for (unsigned i = 0; i < n; i++) {
+		const struct bench_cell *c = cells[i];
+
+		if (c->error)
+			continue;
+		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style, c->scenario);
+		text_num(f, 9, c->cpu_median_ms, 2);
+		text_num(f, 9, c->cpu_median_ms * 1e3 / c->n, 3);
+		text_num(f, 6, c->cpu_util, 2);
+		text_num(f, 9, pct_us(c, 0.50), 1);
+		text_num(f, 9, pct_us(c, 0.99), 1);
+		text_num(f, 9, pct_us(c, 0.999), 1);
+		text_num(f, 9, pct_us(c, 1.0), 1);
+		fputc('\n', f);
+	}
+
+	fprintf(f, "\nruns (ms, in the order they ran):\n");
+	for (unsigned i = 0; i < n; i++) {
+		const struct bench_cell *c = cells[i];
+
+		if (c->error)
+			continue;
+		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style, c->scenario);
+		for (unsigned r = 0; r < c->runs; r++)
+			fprintf(f, " %.2f", c->ms[r]);
+		fputc('\n', f);
+	}
+	if (noisy) {
+		fprintf(f, "\nNOISY: %u cell%s whose slowest run took more than "
+			   "%.1fx its fastest, or whose stdev is more than "
+			   "%.0f%% of its median:\n",
+			noisy, noisy == 1 ? "" : "s", BENCH_NOISE_SPREAD,
+			100 * BENCH_NOISE_CV);
+		for (unsigned i = 0; i < n; i++) {
+			const struct bench_cell *c = cells[i];
+
+			if (c->error || !c->noise.noisy)
+				continue;
+			fprintf(f, "  %s %s %s: max/min %.2f, stdev %.0f%%\n",
+				c->backend, c->style, c->scenario,
+				c->noise.spread, 100 * c->noise.cv);
+		}
+		fprintf(f, "  Their ratios are worth less. Run again with more "
+			   "runs (--runs %u), on a quieter machine (nothing else "
+			   "running; a VM's neighbours count too), and compare "
+			   "runs with scripts/compare.sh.\n",
+			bench_opt.runs * 2 + 1 > BENCH_MAX_RUNS
+				? BENCH_MAX_RUNS
+				: bench_opt.runs * 2 + 1);
+	}
+	fflush(f);
+}
+
+/* ----------------------------------------------------------------- files */
+
+static FILE *create_exclusive(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+	return fd < 0 ? NULL : fdopen(fd, "w");
+}
+
+static void open_files(void)
+{
+	char path[600];
+	time_t t = time(NULL);
+	struct stat st;
+	const char *dir = bench_opt.out_dir;
+
+	if (bench_opt.no_out)
+		return;
+	if (!dir) {
+		if (stat("bench", &st) < 0 || !S_ISDIR(st.st_mode))
+			return; /* not run from the repository */
+		dir = "bench/results";
+	}
+	snprintf(out_dir, sizeof(out_dir), "%s", dir);
+	if (mkdir(out_dir, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "ringbench: mkdir %s: %s\n", out_dir,
+			strerror(errno));
+		exit(1);
+	}
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", localtime(&t));
+	/* Two runs in the same second get their own files. */
+	for (int i = 0; i < 100 && !json_out; i++) {
+		if (i)
+			snprintf(stamp + 15, sizeof(stamp) - 15, "-%d", i);
+		snprintf(path, sizeof(path), "%s/%s.json", out_dir, stamp);
+		json_out = create_exclusive(path);
+	}
+	snprintf(path, sizeof(path), "%s/%s.csv", out_dir, stamp);
+	csv_out = json_out ? fopen(path, "w") : NULL;
+	if (!json_out || !csv_out) {
+		fprintf(stderr, "ringbench: cannot write results in %s: %s\n",
+			out_dir, strerror(errno));
+		exit(1);
+	}
+	fprintf(csv_out,
+		"backend,style,scenario,n,runs,warmup,bytes,median_ms,min_ms,"
+		"max_ms,stdev_ms,baseline_ms,ratio,limit,limit_ratio,ops_per_s,"
+		"syscalls_per_op,cpu_ms,cpu_us_per_op,cpu_util,lat_p50_us,"
+		"lat_p99_us,lat_p999_us,lat_max_us,noisy,runs_ms,extras,error\n");
+}
+
+void bench_report_open(const struct bench_machine *m)
+{
+	open_files();
+	text_header(bench_report_text(), m);
+	if (bench_opt.json)
+		json_meta(stdout, m);
+	if (json_out)
+		json_meta(json_out, m);
+	fflush(stdout);
+}
+
+void bench_report_cell(const struct bench_cell *c)
+{
+	text_progress(bench_report_text(), c);
+	if (bench_opt.json)
+		json_cell(stdout, c);
+	if (json_out)
+		json_cell(json_out, c);
+	if (csv_out)
+		csv_cell(csv_out, c);
+}
+
+static void remove_run_files(void)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s.json", out_dir, stamp);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%s.csv", out_dir, stamp);
+	unlink(path);
+}
+
+void bench_report_close(struct bench_cell *const *cells, unsigned n)
+{
+	unsigned timed = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		timed += !cells[i]->error;
+	if (!json_out)
+		return;
+	fclose(json_out);
+	fclose(csv_out);
+	json_out = csv_out = NULL;
+	if (!n) {
+		remove_run_files();
+		return;
+	}
+	if (!timed) {
+		fprintf(stderr, "ringbench: no cell ran; %s/latest.* left as "
+				"they were, this run is in %s/%s.json\n",
+			out_dir, out_dir, stamp);
+		return;
+	}
+	/* The newest run, for scripts/plot.sh and the README. */
+	for (int i = 0; i < 2; i++) {
+		const char *ext = i ? "csv" : "json";
+		char path[600], target[80];
+
+		snprintf(path, sizeof(path), "%s/latest.%s", out_dir, ext);
+		snprintf(target, sizeof(target), "%s.%s", stamp, ext);
+		unlink(path);
+		if (symlink(target, path) < 0)
+			fprintf(stderr, "ringbench: symlink %s: %s\n", path,
+				strerror(errno));
+	}
+	fprintf(bench_report_text(), "ringbench: results in %s/%s.{json,csv}\n",
+		out_dir, stamp);
+}
