@@ -105,6 +105,7 @@ void bench_cell_measure(struct bench_cell *c, const struct bench_subject *s,
 	}
 	c->has_lat = lat_t0 != NULL;
 	for (unsigned r = 0; r < bench_opt.runs; r++) {
+		bool pair_failed = false;
 		double t0, cpu0;
 		uint64_t sys0;
 
@@ -113,10 +114,7 @@ void bench_cell_measure(struct bench_cell *c, const struct bench_subject *s,
 			t0 = now_ms();
 			ret = pair->fn(pair->ctx);
 			c->base_ms[r] = now_ms() - t0;
-			if (ret < 0 || pair->ctx->errors) {
-				bench_cell_fail(c, "its paired sync run failed");
-				return;
-			}
+			pair_failed = ret < 0 || pair->ctx->errors;
 		}
 		ctx->lat = lat_t0 ? &c->lat : NULL;
 		sys0 = syscalls(ctx);
@@ -129,8 +127,15 @@ void bench_cell_measure(struct bench_cell *c, const struct bench_subject *s,
 		ctx->lat = NULL;
 		if (!pair)
 			c->base_ms[r] = c->ms[r];
+		/* The cell's own failure first: it says what the cell read. */
 		if (run_failed(c, ret, ctx->errors))
 			return;
+		if (pair_failed) {
+			bench_cell_fail(c, "its paired sync run failed (%llu "
+					   "reads failed or were wrong)",
+					(unsigned long long)pair->ctx->errors);
+			return;
+		}
 		c->runs = r + 1;
 	}
 	bench_cell_finish(c);

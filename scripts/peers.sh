@@ -3,31 +3,51 @@
 # pool, and again with UV_USE_IO_URING=1) and on bun, with the same N and
 # the same 12-byte file, and prints them beside ringbench's cells.
 #
-#   scripts/peers.sh [-n N] [--runs R] [--install-bun]
+#   scripts/peers.sh [-n N] [--runs R]      (make bench-peers)
 #
-# bun is used when it is on PATH, in bench/peers/node_modules, or installed
-# with --install-bun (npm package @oven/bun-linux-x64 or -aarch64).
+# bun is used when it is on PATH or in bench/peers/node_modules; when it is
+# in neither, it is fetched from the npm registry (@oven/bun-linux-x64, or
+# the -baseline build on a CPU without AVX2, or -aarch64) into
+# bench/peers/node_modules. node is needed (apt-get install nodejs npm).
+#
+# Output: bench/results/peers-<stamp>.json (ringbench's meta record, then
+# ringbench's cells, then node's and bun's, in the same JSON contract),
+# bench/results/peers-latest.json pointing to it, the comparison on stdout,
+# and the chart bench/results/peers-<stamp>.{png,svg} when gnuplot is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-n=10000 runs=5 install_bun=0
+n=10000 runs=5
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) n="$2"; shift 2 ;;
 	--runs) runs="$2"; shift 2 ;;
-	--install-bun) install_bun=1; shift ;;
+	--install-bun) shift ;; # the default now; kept for old command lines
 	*) echo "peers.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
 
-command -v node >/dev/null || { echo "peers.sh: node not found (apt-get install nodejs)" >&2; exit 1; }
+command -v node >/dev/null || { echo "peers.sh: node not found (apt-get install nodejs npm)" >&2; exit 1; }
 [ -x bench/ringbench ] || make --no-print-directory bench-build
 
-arch=$(uname -m); [ "$arch" = x86_64 ] && arch=x64 || arch=aarch64
+case "$(uname -m)" in
+x86_64)
+	pkg=@oven/bun-linux-x64
+	grep -qw avx2 /proc/cpuinfo || pkg=@oven/bun-linux-x64-baseline ;;
+aarch64) pkg=@oven/bun-linux-aarch64 ;;
+*) pkg= ;;
+esac
 bun=$(command -v bun || true)
-local_bun="bench/peers/node_modules/@oven/bun-linux-$arch/bin/bun"
-if [ -z "$bun" ] && [ ! -x "$local_bun" ] && [ "$install_bun" = 1 ]; then
-	npm install --silent --no-save --prefix bench/peers "@oven/bun-linux-$arch" >&2
+local_bun="bench/peers/node_modules/$pkg/bin/bun"
+if [ -z "$bun" ] && [ -n "$pkg" ] && [ ! -x "$local_bun" ]; then
+	if command -v npm >/dev/null; then
+		echo "peers: bun not found; fetching $pkg from the npm registry" >&2
+		npm install --silent --no-save --no-audit --no-fund \
+			--prefix bench/peers "$pkg" >&2 ||
+			echo "peers: npm install $pkg failed; going on without bun" >&2
+	else
+		echo "peers: bun not found and no npm to fetch it (apt-get install npm); going on without bun" >&2
+	fi
 fi
 [ -z "$bun" ] && [ -x "$local_bun" ] && bun="$local_bun"
 
@@ -35,19 +55,23 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf 'Hello, world' >"$tmp/text.txt"
 mkdir -p bench/results
-out="bench/results/peers-$(date +%Y%m%d-%H%M%S).jsonl"
+stamp=$(date +%Y%m%d-%H%M%S)
+out="bench/results/peers-$stamp.json"
 
 echo "peers: ringbench (-n $n, --runs $runs)" >&2
-bench/ringbench --json --no-out -n "$n" --runs "$runs" --file "$tmp/text.txt" >"$out" 2>/dev/null
+bench/ringbench --json --no-out -n "$n" --runs "$runs" --file "$tmp/text.txt" >"$out.tmp" 2>/dev/null
 echo "peers: node $(node --version)" >&2
-node bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" node >>"$out"
+node bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" node >>"$out.tmp"
 echo "peers: node with UV_USE_IO_URING=1" >&2
-UV_USE_IO_URING=1 node bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" node-uring >>"$out"
+UV_USE_IO_URING=1 node bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" node-uring >>"$out.tmp"
 if [ -n "$bun" ]; then
 	echo "peers: bun $("$bun" --version)" >&2
-	"$bun" bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" bun >>"$out"
-else
-	echo "peers: bun not found; scripts/peers.sh --install-bun fetches it from npm" >&2
+	"$bun" bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" bun >>"$out.tmp"
 fi
+mv "$out.tmp" "$out"
+ln -sf "peers-$stamp.json" bench/results/peers-latest.json
 node bench/peers/compare.js "$out"
+if command -v gnuplot >/dev/null; then
+	scripts/plot.sh --peers "$out" "bench/results/peers-$stamp" || true
+fi
 echo "peers: all rows in $out" >&2

@@ -1,79 +1,228 @@
 #!/usr/bin/env bash
-# plot.sh - draws ringbench's CSV as a grouped bar chart (PNG and SVG): one
-# group per scenario, one bar per backend x style, the synchronous baseline
-# as a dashed line per group.
+# plot.sh - draws ringbench's JSON as charts (PNG and SVG), readable when
+# printed in grey: each style has its own fill pattern, each latency
+# percentile its own marker, and the x axis names the backend.
 #
-#   scripts/plot.sh [RESULTS.csv] [OUTPUT-PREFIX]
-# Defaults: bench/results/latest.csv -> bench/results/latest.{png,svg}
+#   scripts/plot.sh [RESULTS.json] [PREFIX]
+#       PREFIX.{png,svg}: median ms per cell, whiskers from the fastest to
+#       the slowest run, one panel per scenario, the limits (sync, sync-mt,
+#       raw-uring) beside the loop cells; PREFIX-latency.{png,svg}: p50,
+#       p99, p99.9 and max latency per cell, log scale.
+#       Defaults: bench/results/latest.json -> bench/results/latest.
+#   scripts/plot.sh --peers PEERS.json [PREFIX]
+#       PREFIX.{png,svg}: ringbench beside node and bun (scripts/peers.sh),
+#       median ms with min-max whiskers, log scale.
+# Every chart's caption gives the machine, N, runs and the syscall cost,
+# from the run's meta record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-csv=${1:-bench/results/latest.csv}
-prefix=${2:-${csv%.csv}}
+peers=0
+if [ "${1:-}" = --peers ]; then peers=1; shift; fi
+json=${1:-bench/results/latest.json}
+prefix=${2:-${json%.json}}
+prefix=${prefix%.jsonl}
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
-[ -f "$csv" ] || { echo "plot.sh: no results at $csv (run make bench)" >&2; exit 1; }
+[ -f "$json" ] || { echo "plot.sh: no results at $json (run make bench)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Columns: scenario, then one median per backend-style that ran without
-# error, in the order they appear; the baseline goes to its own file.
-awk -F, -v dat="$tmp/data" -v base="$tmp/base" '
-NR == 1 { next }
-$14 != "" || $7 == "" { next }
-$1 == "sync" { b[$3] = $7; next }
-{
-	key = $1 "-" $2
-	if (!(key in col)) { col[key] = ++ncol; name[ncol] = key }
-	if (!($3 in row)) { row[$3] = ++nrow; scen[nrow] = $3 }
-	v[$3, key] = $7
+# One awk pass writes the data files and a gnuplot include with the
+# caption, the x tics and the list of series.
+awk -v dir="$tmp" -v peers="$peers" '
+function field(k,   m) {
+	if (!match($0, "\"" k "\":(\"[^\"]*\"|[^,}]*)"))
+		return ""
+	m = substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3)
+	if (m == "null") return ""
+	gsub(/^"|"$/, "", m)
+	return m
+}
+function q(s) { gsub(/"/, "", s); return "\"" s "\"" }
+function short(s) { return s == "callback" ? "cb" : s == "promise" ? "pr" : s == "coro" ? "co" : "" }
+/^\{"meta":/ {
+	cap = sprintf("%s, %s CPUs, Linux %s, liburing %s, %s\\nN = %s reads per run, %s runs per cell after %s warm-up; a trivial syscall %.0f ns, io_uring_enter with nothing to do %s ns; %s", \
+		field("cpu"), field("cpus"), field("kernel"), field("liburing"), field("compiler"), \
+		field("n"), field("runs"), field("warmup"), field("syscall_ns"), \
+		field("enter_ns") == "" ? "-" : sprintf("%.0f", field("enter_ns")), field("date"))
+	next
+}
+field("backend") != "" && field("median_ms") != "" && field("error") == "" {
+	b = field("backend"); s = field("style"); sc = field("scenario")
+	if (!(sc in scseen)) { scseen[sc] = 1; scen[++nsc] = sc }
+	key = sc SUBSEP b SUBSEP s
+	med[key] = field("median_ms"); lo[key] = field("min_ms"); hi[key] = field("max_ms")
+	if (lo[key] == "") lo[key] = med[key]
+	if (hi[key] == "") hi[key] = med[key]
+	p50[key] = field("lat_p50_us"); p99[key] = field("lat_p99_us")
+	p999[key] = field("lat_p999_us"); pmax[key] = field("lat_max_us")
+	have[key] = 1
+	if (!(b in bseen)) { bseen[b] = 1; braw[++nb] = b }
 }
 END {
-	printf "scenario" > dat
-	for (c = 1; c <= ncol; c++) printf " %s", name[c] > dat
-	printf "\n" > dat
-	for (r = 1; r <= nrow; r++) {
-		printf "%s", scen[r] > dat
-		for (c = 1; c <= ncol; c++) {
-			x = v[scen[r], name[c]]
-			printf " %s", (x == "" ? "NaN" : x) > dat
+	inc = dir "/setup.gp"
+	printf "caption = %s\n", q(cap) > inc
+	if (peers) {
+		split("uring epoll epoll-pool node node-uring bun", series, " "); ns = 6
+		split("parallel blocking", scs, " "); split("callback promise coro", sts, " ")
+		x = 0; tics = ""
+		for (a = 1; a <= 2; a++) for (c = 1; c <= 3; c++) {
+			start = x
+			for (j = 1; j <= ns; j++) {
+				key = scs[a] SUBSEP series[j] SUBSEP sts[c]
+				if (!(key in have)) continue
+				f = dir "/peers-" series[j] ".dat"
+				printf "%g %s %s %s\n", x, med[key], lo[key], hi[key] >> f
+				x++
+			}
+			if (x > start) tics = tics (tics == "" ? "" : ", ") sprintf("\"%s\\n%s\" %g", scs[a], sts[c], (start + x - 1) / 2)
+			x += 1
 		}
-		printf "\n" > dat
-		printf "%d %s\n", r - 1, (b[scen[r]] == "" ? "NaN" : b[scen[r]]) > base
+		printf "set xtics (%s)\nxmax = %g\n", tics, x - 1 >> inc
+		printf "series = \"" >> inc
+		for (j = 1; j <= ns; j++) printf "%s ", series[j] >> inc
+		printf "\"\n" >> inc
+		exit
 	}
-	print ncol > (dat ".ncol")
-}' "$csv"
+	# The x axis, per scenario: the limits first, then each backend with
+	# its styles side by side.
+	split("sync sync-mt raw-uring uring epoll epoll-pool", border, " ")
+	split("baseline callback promise coro", sts, " ")
+	# Each scenario gets an axis file: a tic per cell naming its style
+	# (cb, pr, co), the backend under each group.
+	for (i = 1; i <= nsc; i++) {
+		sc = scen[i]; x = 0; tics = ""; labels = ""; nl = 0
+		for (g = 1; g <= 6; g++) {
+			b = border[g]; start = x
+			for (c = 1; c <= 4; c++) {
+				key = sc SUBSEP b SUBSEP sts[c]
+				if (!(key in have)) continue
+				printf "%g %s %s %s\n", x, med[key], lo[key], hi[key] >> (dir "/" sc "-" sts[c] ".dat")
+				if (p50[key] != "")
+					printf "%g %s %s %s %s\n", x, p50[key], p99[key], p999[key], pmax[key] >> (dir "/" sc "-lat.dat")
+				tics = tics (tics == "" ? "" : ", ") sprintf("\"%s\" %g", short(sts[c]), x)
+				x++
+			}
+			if (x > start)
+				labels = labels sprintf("set label %d \"%s\" at first %g, graph -0.075 center\n", 10 + nl++, b, (start + x - 1) / 2)
+			x += 1
+		}
+		ax = dir "/axis-" sc ".gp"
+		printf "unset label\nset xtics (%s)\n%sset xrange [-0.8:%g]\n", tics, labels, x - 0.2 > ax
+	}
+	printf "scenarios = \"" >> inc
+	for (i = 1; i <= nsc; i++) printf "%s ", scen[i] >> inc
+	printf "\"\n" >> inc
+}' "$json"
 
-ncol=$(cat "$tmp/data.ncol")
-[ "$ncol" -gt 0 ] || { echo "plot.sh: no cell without error in $csv" >&2; exit 1; }
+[ -s "$tmp/setup.gp" ] || { echo "plot.sh: nothing to plot in $json" >&2; exit 1; }
+if [ "$peers" = 0 ] && ! ls "$tmp"/*-*.dat >/dev/null 2>&1; then
+	echo "plot.sh: no cell without error in $json" >&2; exit 1
+fi
+
+terminal() { # $1: png or svg, $2: width, $3: height
+	if [ "$1" = svg ]; then
+		echo "set terminal svg size $2,$3 noenhanced font 'sans,11' background rgb 'white'"
+	elif gnuplot -e "set terminal pngcairo" 2>/dev/null; then
+		echo "set terminal pngcairo size $2,$3 noenhanced font 'sans,10'"
+	else
+		echo "set terminal png size $2,$3 noenhanced"
+	fi
+}
+
+# Fill per style: the same pattern family in colour and in grey.
+common='
+set style fill solid 1.0 border lc rgb "black"
+set grid ytics lc rgb "#cccccc"
+set key top left horizontal
+set xtics nomirror scale 0
+set ytics nomirror
+set border 3
+'
+
+if [ "$peers" = 1 ]; then
+	for term in png svg; do
+		gnuplot <<GP
+$(terminal $term 1300 700)
+set output "$prefix.$term"
+load "$tmp/setup.gp"
+$common
+set title "ringbench and the JavaScript peers: median ms per run (lower is better), whiskers: fastest to slowest run, log scale"
+set label 1 caption at screen 0.5, 0.045 center font ",9"
+set bmargin 7
+set key inside top left horizontal
+set offsets 0, 0, graph 0.14, 0
+set logscale y
+set ylabel "ms per run of N reads"
+set xrange [-1:xmax + 1]
+set boxwidth 0.85
+# uring solid; epoll, epoll-pool, node, node-uring hatched; bun light.
+colours = "#1b5e20 #0d47a1 #b71c1c #6d4c41 #ef6c00 #5e35b1"
+patterns = "0 4 5 2 1 0"
+f(i) = word(series, i)
+plot "$tmp/peers-uring.dat" using 1:2 with boxes fs solid 0.85 lc rgb word(colours, 1) title "uring", \
+     for [i=2:5] "$tmp/peers-".f(i).".dat" using 1:2 with boxes \
+       fs pattern word(patterns, i) + 0 lc rgb word(colours, i) title f(i), \
+     "$tmp/peers-bun.dat" using 1:2 with boxes fs solid 0.2 lc rgb word(colours, 6) title "bun", \
+     for [i=1:6] "$tmp/peers-".f(i).".dat" using 1:3:(0):(\$4 - \$3) with vectors heads size screen 0.006,90 lc rgb "black" notitle
+GP
+	done
+	echo "plot.sh: wrote $prefix.png and $prefix.svg" >&2
+	exit 0
+fi
 
 for term in png svg; do
-	if [ $term = png ]; then setterm="set terminal pngcairo size 1200,650 noenhanced font 'sans,10'"
-	else setterm="set terminal svg size 1200,650 noenhanced font 'sans,10'"; fi
-	# pngcairo may be missing from gnuplot-nox builds; fall back to png.
-	if [ $term = png ] && ! gnuplot -e "set terminal pngcairo" 2>/dev/null; then
-		setterm="set terminal png size 1200,650 noenhanced"
-	fi
 	gnuplot <<GP
-$setterm
+$(terminal $term 1400 650)
 set output "$prefix.$term"
-set title "ringbench: median ms per run (lower is better); dashed: synchronous baseline"
-set style data histograms
-set style histogram clustered gap 2
-set style fill solid 0.85 border -1
-set boxwidth 0.9
-set key outside right top vertical
-set ylabel "median ms"
+load "$tmp/setup.gp"
+$common
+set multiplot layout 1, words(scenarios) title "ringbench: median ms per run (lower is better); whiskers: fastest to slowest run" font ",12"
+set bmargin 7
+set key inside top left horizontal
+set offsets 0, 0, graph 0.14, 0
+set boxwidth 0.8
 set yrange [0:*]
-set grid ytics
-set xtics nomirror
-bw = 1.0 / ($ncol + 2)
-# One hue per backend (uring green, epoll blue, epoll-pool red), one shade
-# per style, in the order ringbench runs the cells.
-colours = "#1b5e20 #43a047 #a5d6a7 #0d47a1 #1e88e5 #90caf9 #b71c1c #e53935 #ef9a9a"
-plot for [i=2:$ncol+1] "$tmp/data" using i:xtic(1) title columnheader(i) \
-       lc rgb word(colours, ((i - 2) % 9) + 1), \
-     "$tmp/base" using (\$1):2:(0.5 - bw/2) with xerrorbars lc rgb "black" lw 2 dt 2 pt 0 title "sync baseline"
+set ylabel "ms per run of N reads"
+styles = "baseline callback promise coro"
+colours = "#424242 #1565c0 #2e7d32 #c62828"
+patterns = "0 4 5 2"
+do for [s in scenarios] {
+	load "$tmp/axis-".s.".gp"
+	if (s eq word(scenarios, 1)) { set label 1 caption at screen 0.5, 0.045 center font ",9" }
+	set title s
+	plot "$tmp/".s."-baseline.dat" using 1:2 with boxes fs solid 0.75 \
+	       lc rgb word(colours, 1) title "baseline", \
+	     for [i=2:4] "$tmp/".s."-".word(styles, i).".dat" using 1:2 with boxes \
+	       fs pattern word(patterns, i) + 0 lc rgb word(colours, i) title word(styles, i), \
+	     for [i=1:4] "$tmp/".s."-".word(styles, i).".dat" using 1:3:(0):(\$4 - \$3) with vectors heads size screen 0.006,90 lc rgb "black" notitle, \
+	     for [i=1:4] "$tmp/".s."-".word(styles, i).".dat" using 1:4:(sprintf("%.1f", \$2)) with labels offset 0, 0.7 font ",8" notitle
+}
+unset multiplot
+GP
+	gnuplot <<GP
+$(terminal $term 1400 650)
+set output "$prefix-latency.$term"
+load "$tmp/setup.gp"
+$common
+set multiplot layout 1, words(scenarios) title "ringbench: latency of each read, submit to callback (µs, log scale; lower is better); cb callback, pr promise, co coro" font ",12"
+set bmargin 7
+set key inside top left horizontal
+set offsets 0, 0, graph 0.14, 0
+set logscale y
+set ylabel "µs"
+do for [s in scenarios] {
+	load "$tmp/axis-".s.".gp"
+	if (s eq word(scenarios, 1)) { set label 1 caption at screen 0.5, 0.045 center font ",9" }
+	set title s
+	plot "$tmp/".s."-lat.dat" using 1:2:(0):(\$5 - \$2) with vectors nohead lc rgb "#9e9e9e" notitle, \
+	     "" using 1:2 with points pt 7 ps 1.2 lc rgb "black" title "p50", \
+	     "" using 1:3 with points pt 9 ps 1.3 lc rgb "#1565c0" title "p99", \
+	     "" using 1:4 with points pt 5 ps 1.0 lc rgb "#c62828" title "p99.9", \
+	     "" using 1:5 with points pt 2 ps 1.3 lc rgb "#424242" title "max"
+}
+unset multiplot
 GP
 done
-echo "plot.sh: wrote $prefix.png and $prefix.svg" >&2
+echo "plot.sh: wrote $prefix.{png,svg} and $prefix-latency.{png,svg}" >&2

@@ -5,7 +5,7 @@
 #
 #   scripts/sweep.sh KNOB "V1 V2 ..." [ringbench options...]
 # KNOB is a ringbench option taking a value: window, size, entries,
-# pool-threads, files, iowq-max, coro-window, n. Example:
+# cq-entries, pool-threads, files, iowq-max, coro-window, n. Example:
 #   scripts/sweep.sh window "1 4 16 64 256 1024" --style callback
 # Output: bench/results/sweep-KNOB-<stamp>.{csv,png,svg}
 set -euo pipefail
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 knob=$1 values=$2
 shift 2
 case "$knob" in
-window|size|entries|pool-threads|files|iowq-max|coro-window|n) ;;
+window|size|entries|cq-entries|pool-threads|files|iowq-max|coro-window|n) ;;
 *) echo "sweep.sh: cannot sweep '$knob'" >&2; exit 2 ;;
 esac
 [ -x bench/ringbench ] || make --no-print-directory bench-build
@@ -34,7 +34,8 @@ for v in $values; do
 		}
 		return ""
 	}
-	field("error") == "" { printf "%s,%s,%s,%s,%s,%s,%s\n", v, field("backend"),
+	# Cells only: not the meta record, not a cell that failed.
+	field("backend") != "" && field("error") == "" && field("median_ms") != "" { printf "%s,%s,%s,%s,%s,%s,%s\n", v, field("backend"),
 		field("style"), field("scenario"), field("median_ms"), field("ratio"),
 		field("syscalls_per_op") }' >>"$out.csv"
 done

@@ -1,20 +1,34 @@
 // SPDX-License-Identifier: MIT
 // compare.js - prints ringbench's cells beside the JavaScript peers'.
 //
-// usage: node compare.js RESULTS.jsonl
-// Reads JSON lines (ringbench --json and readfile.js output), prints one
-// table per scenario x style: every backend's median, and for each
-// ringbench backend how many times faster it is than the fastest peer.
+// usage: node compare.js RESULTS.json
+// Reads JSON lines (ringbench --json, with its meta record first, and
+// readfile.js output), prints the machine, then one block per scenario x
+// style: every backend's median and CPU per read, and for each ringbench
+// backend how it compares with the fastest peer: "N× faster", or "N×
+// slower" when it lost (never a fraction of a win).
 'use strict';
 const fs = require('fs');
 
-const rows = fs.readFileSync(process.argv[2], 'utf8').split('\n')
+const lines = fs.readFileSync(process.argv[2], 'utf8').split('\n')
   .filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+const meta = (lines.find((r) => r.meta) || {}).meta;
+const rows = lines.filter((r) => !r.meta);
 const peers = new Set(['node', 'node-uring', 'bun']);
-const fmt = (x) => (x === undefined ? '-' : x.toFixed(2));
+const fmt = (x) => (x === undefined || x === null ? '-' : x.toFixed(2));
 
-console.log('\nringbench vs peers (median ms; "x faster" = fastest peer / ringbench)');
-console.log('scenario  style     backend        median_ms   vs fastest peer');
+function versus(best, mine) {
+  const x = best / mine;
+  return x >= 1 ? `${x.toFixed(1)}× faster` : `${(1 / x).toFixed(1)}× slower`;
+}
+
+if (meta) {
+  console.log(`\nmachine: ${meta.cpu}, ${meta.cpus} CPUs, Linux ${meta.kernel}; ` +
+              `a trivial syscall ${Math.round(meta.syscall_ns)} ns, io_uring_enter ` +
+              `${meta.enter_ns === null ? '-' : Math.round(meta.enter_ns)} ns`);
+}
+console.log('\nringbench vs peers (median ms; compared with the fastest peer)');
+console.log('scenario  style     backend        median_ms  cpu_us/read   vs fastest peer');
 for (const scenario of ['parallel', 'blocking']) {
   for (const style of ['callback', 'promise', 'coro']) {
     const cell = rows.filter((r) => r.scenario === scenario && r.style === style);
@@ -24,14 +38,15 @@ for (const scenario of ['parallel', 'blocking']) {
     for (const r of cell) {
       const vs = r.error ? `error: ${r.error}`
         : peers.has(r.backend) ? (r.median_ms === best ? 'fastest peer' : '')
-        : isFinite(best) ? `${(best / r.median_ms).toFixed(1)}x faster` : '';
+        : isFinite(best) ? versus(best, r.median_ms) : '';
       console.log(`${scenario.padEnd(9)} ${style.padEnd(9)} ${r.backend.padEnd(14)} ` +
-                  `${(r.error ? '-' : fmt(r.median_ms)).padStart(9)}   ${vs}` +
+                  `${(r.error ? '-' : fmt(r.median_ms)).padStart(9)}  ` +
+                  `${(r.error ? '-' : fmt(r.cpu_us_per_op)).padStart(11)}   ${vs}` +
                   (r.peak_rss_mb ? `   (peak RSS ${r.peak_rss_mb} MB)` : ''));
     }
     if (base && style === 'callback') {
       console.log(`${scenario.padEnd(9)} ${'baseline'.padEnd(9)} ${'sync'.padEnd(14)} ` +
-                  `${fmt(base.median_ms).padStart(9)}`);
+                  `${fmt(base.median_ms).padStart(9)}  ${fmt(base.cpu_us_per_op).padStart(11)}`);
     }
   }
 }

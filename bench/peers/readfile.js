@@ -10,7 +10,11 @@
 //   parallel: start all N reads, then wait for all of them
 //   blocking: each read starts when the previous one has finished
 // Each cell runs once as warm-up, then RUNS times; one JSON line per cell,
-// with the fields of ringbench's --json contract.
+// with the fields of ringbench's --json contract that apply: median, min,
+// max, stdev and every run's time, and the CPU time of a run
+// (process.cpuUsage(): user + system of every thread of the process, the
+// thread pool's included, like ringbench's getrusage). Per-read latency is
+// not measured here (null).
 //
 // usage: node readfile.js FILE N RUNS BACKEND_LABEL
 'use strict';
@@ -77,22 +81,42 @@ function median(v) {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
+function stdev(v) {
+  if (v.length < 2) return 0;
+  const mean = v.reduce((a, b) => a + b, 0) / v.length;
+  return Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / (v.length - 1));
+}
+
+const r3 = (x) => +x.toFixed(3);
+
 (async () => {
   for (const [name, fn] of Object.entries(cells)) {
     const [style, scenario] = name.split(' ');
     const row = { backend: label, style, scenario, n: N, runs: RUNS,
-                  bytes: expect.length };
+                  warmup: 1, bytes: expect.length };
     try {
       await fn();
       const ms = [];
+      const cpu = [];
       for (let r = 0; r < RUNS; r++) {
+        const c0 = process.cpuUsage();
         const t0 = performance.now();
         await fn();
         ms.push(performance.now() - t0);
+        const c = process.cpuUsage(c0);
+        cpu.push((c.user + c.system) / 1000);
       }
-      Object.assign(row, { median_ms: +median(ms).toFixed(3),
-                           min_ms: +Math.min(...ms).toFixed(3),
-                           max_ms: +Math.max(...ms).toFixed(3),
+      const med = median(ms);
+      Object.assign(row, { median_ms: r3(med),
+                           min_ms: r3(Math.min(...ms)),
+                           max_ms: r3(Math.max(...ms)),
+                           stdev_ms: r3(stdev(ms)),
+                           runs_ms: ms.map(r3),
+                           cpu_ms: r3(median(cpu)),
+                           cpu_us_per_op: r3(median(cpu) * 1000 / N),
+                           cpu_util: r3(median(cpu) / med),
+                           lat_p50_us: null, lat_p99_us: null,
+                           lat_p999_us: null, lat_max_us: null,
                            syscalls_per_op: null });
     } catch (e) {
       row.error = String(e && e.message || e);
