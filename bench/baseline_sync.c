@@ -22,8 +22,8 @@
  * readFile does. Returns the bytes read or -errno, and adds the syscalls
  * it made to *nsys.
  */
-static ssize_t sync_read_file(const char *path, unsigned char *buf,
-			      size_t cap, uint64_t *nsys)
+static ssize_t sync_read_file(const char *path, unsigned char *buf, size_t cap,
+			      uint64_t *nsys)
 {
 	struct stat st;
 	size_t got = 0;
@@ -57,8 +57,8 @@ static ssize_t sync_read_file(const char *path, unsigned char *buf,
 /* The reads [first, last) of a run, each checked (and timed when lat is
  * set); errors and syscalls go to the caller's counters. */
 static void sync_reads(const struct bench_ctx *ctx, unsigned first,
-		       unsigned last, unsigned char *buf, struct bench_hist *lat,
-		       uint64_t *errors, uint64_t *nsys)
+		       unsigned last, unsigned char *buf,
+		       struct bench_hist *lat, uint64_t *errors, uint64_t *nsys)
 {
 	struct bench_ctx check = *ctx;
 

@@ -33,9 +33,9 @@ enum { TAG_OPEN, TAG_READ, TAG_CLOSE };
 struct raw {
 	struct io_uring ring;
 	unsigned slots;
-	size_t cap;		/* buffer bytes per slot: size + 1 */
-	unsigned char *bufs;	/* slots buffers of cap bytes */
-	unsigned *op_of_slot;	/* the read each slot serves */
+	size_t cap;	      /* buffer bytes per slot: size + 1 */
+	unsigned char *bufs;  /* slots buffers of cap bytes */
+	unsigned *op_of_slot; /* the read each slot serves */
 	unsigned *free_slots;
 	unsigned nfree;
 };

@@ -32,20 +32,20 @@
 #include "stats.h"
 
 struct bench_ctx {
-	rl_loop *loop;		  /* NULL for the baselines */
+	rl_loop *loop;		      /* NULL for the baselines */
 	const struct rl_options *opt; /* the knobs every cell runs with */
 	const char *const *paths; /* npaths files, all with the same content */
 	unsigned npaths;	  /* read i uses paths[i % npaths] */
 	size_t size;		  /* bytes in each file */
 	const unsigned char *expect;
-	unsigned n;		  /* reads in this run */
-	unsigned window;	  /* parallel: max in flight, 0 = all */
-	size_t coro_window;	  /* coro: the scheduler's start_window */
-	uint64_t errors;	  /* wrong content or failed reads */
-	uint64_t syscalls;	  /* baselines: the syscalls they made */
-	void *style_state;	  /* a style's own state, kept across runs */
-	struct bench_hist *lat;	  /* where latencies go, or NULL */
-	uint64_t *lat_t0;	  /* n start times, indexed by read */
+	unsigned n;		/* reads in this run */
+	unsigned window;	/* parallel: max in flight, 0 = all */
+	size_t coro_window;	/* coro: the scheduler's start_window */
+	uint64_t errors;	/* wrong content or failed reads */
+	uint64_t syscalls;	/* baselines: the syscalls they made */
+	void *style_state;	/* a style's own state, kept across runs */
+	struct bench_hist *lat; /* where latencies go, or NULL */
+	uint64_t *lat_t0;	/* n start times, indexed by read */
 };
 
 typedef int (*bench_fn)(struct bench_ctx *ctx);

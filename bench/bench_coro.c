@@ -29,7 +29,7 @@
 struct coro_run {
 	struct bench_ctx *ctx;
 	rl_coro_ctx *sched;
-	rl_coro **ring;		/* the alive readers, oldest first */
+	rl_coro **ring; /* the alive readers, oldest first */
 	int error;
 };
 
@@ -105,8 +105,9 @@ static int64_t controller(void *arg)
 		}
 		args[i].ctx = ctx;
 		args[i].i = i;
-		ret = rl_coro_spawn(run->sched, &run->ring[(head + alive) % window],
-				    reader, &args[i], NULL);
+		ret = rl_coro_spawn(run->sched,
+				    &run->ring[(head + alive) % window], reader,
+				    &args[i], NULL);
 		if (ret < 0) {
 			run->error = ret;
 			ctx->errors++;
@@ -136,8 +137,8 @@ static int run_coro(struct bench_ctx *ctx, rl_coro_fn fn, void *arg)
 
 int bench_coro_parallel(struct bench_ctx *ctx)
 {
-	unsigned window = ctx->window && ctx->window < ctx->n ? ctx->window
-							       : ctx->n;
+	unsigned window =
+		ctx->window && ctx->window < ctx->n ? ctx->window : ctx->n;
 	struct coro_run run = { .ctx = ctx };
 	int ret;
 

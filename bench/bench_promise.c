@@ -34,10 +34,10 @@ void bench_promise_free(struct bench_ctx *ctx);
 struct pstate {
 	rl_promise_ctx *pctx;
 	rl_loop *loop;
-	char *bufs;	   /* nbufs buffers of stride bytes */
+	char *bufs; /* nbufs buffers of stride bytes */
 	size_t nbufs;
 	size_t stride;
-	rl_promise **ps;   /* one window of read promises */
+	rl_promise **ps; /* one window of read promises */
 };
 
 /* One run's progress, shared by the reactions. */
@@ -109,8 +109,8 @@ static rl_promise *read_one(struct prun *run, unsigned i, unsigned slot)
 
 	bench_op_start(run->ctx, i);
 	return rl_promise_fs_read_file(st->pctx, bench_path(run->ctx, i),
-				    st->bufs + (size_t)slot * st->stride,
-				    run->ctx->size);
+				       st->bufs + (size_t)slot * st->stride,
+				       run->ctx->size);
 }
 
 /* ---------------------------------------------------------------- parallel */
@@ -167,9 +167,10 @@ static rl_promise *start_window(struct prun *run)
 	for (i = 0; i < n; i++) {
 		rl_promise *p = read_one(run, run->started + i, i);
 
-		if (p && run->ctx->lat && (run->started + i) % LAT_SAMPLE == 0 &&
-		    rl_promise_subscribe(rl_promise_ref(p), read_settled,
-					 run) < 0)
+		if (p && run->ctx->lat &&
+		    (run->started + i) % LAT_SAMPLE == 0 &&
+		    rl_promise_subscribe(rl_promise_ref(p), read_settled, run) <
+			    0)
 			run->ctx->errors++;
 		run->st->ps[i] = p;
 	}
@@ -180,8 +181,8 @@ static rl_promise *start_window(struct prun *run)
 
 int bench_promise_parallel(struct bench_ctx *ctx)
 {
-	unsigned win = ctx->window && ctx->window < ctx->n ? ctx->window
-							   : ctx->n;
+	unsigned win =
+		ctx->window && ctx->window < ctx->n ? ctx->window : ctx->n;
 	struct prun run = { .ctx = ctx, .win = win };
 	rl_promise *all;
 	int ret;

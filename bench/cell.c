@@ -45,8 +45,7 @@ void bench_cell_extra(struct bench_cell *c, const char *key, double value,
 {
 	if (c->nextra == BENCH_CELL_EXTRAS)
 		return;
-	c->extra[c->nextra++] =
-		(struct bench_extra){ key, value, decimals };
+	c->extra[c->nextra++] = (struct bench_extra){ key, value, decimals };
 }
 
 static double now_ms(void)
@@ -82,7 +81,8 @@ static bool run_failed(struct bench_cell *c, int ret, uint64_t errors)
 		return true;
 	}
 	if (errors) {
-		bench_cell_fail(c, "%llu reads failed or returned wrong content",
+		bench_cell_fail(c,
+				"%llu reads failed or returned wrong content",
 				(unsigned long long)errors);
 		return true;
 	}
@@ -131,8 +131,9 @@ void bench_cell_measure(struct bench_cell *c, const struct bench_subject *s,
 		if (run_failed(c, ret, ctx->errors))
 			return;
 		if (pair_failed) {
-			bench_cell_fail(c, "its paired sync run failed (%llu "
-					   "reads failed or were wrong)",
+			bench_cell_fail(c,
+					"its paired sync run failed (%llu "
+					"reads failed or were wrong)",
 					(unsigned long long)pair->ctx->errors);
 			return;
 		}

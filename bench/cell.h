@@ -35,9 +35,9 @@ struct bench_extra {
 
 struct bench_cell {
 	const char *backend, *style, *scenario;
-	const char *limit;     /* the row that bounds this one */
-	unsigned runs;	       /* measured runs completed */
-	unsigned n;	       /* reads per run */
+	const char *limit;		/* the row that bounds this one */
+	unsigned runs;			/* measured runs completed */
+	unsigned n;			/* reads per run */
 	double ms[BENCH_MAX_RUNS];	/* wall time of each run */
 	double base_ms[BENCH_MAX_RUNS]; /* its paired baseline run */
 	double cpu_ms[BENCH_MAX_RUNS];	/* CPU time of each run */

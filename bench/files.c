@@ -99,8 +99,9 @@ static int use_file(struct bench_files *f, const char *path)
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		fprintf(stderr, "ringbench: --file %s: %s; ringbench reads "
-				"regular files (procfs and sysfs ones too)\n",
+		fprintf(stderr,
+			"ringbench: --file %s: %s; ringbench reads "
+			"regular files (procfs and sysfs ones too)\n",
 			path, kind_of(st.st_mode));
 		return -1;
 	}

@@ -25,8 +25,8 @@
 #define RB_LIBURING "unknown"
 #endif
 
-#define BATCHES	   7
-#define PER_BATCH  5000
+#define BATCHES	  7
+#define PER_BATCH 5000
 
 static void read_line(const char *path, char *out, size_t len)
 {

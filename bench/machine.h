@@ -14,16 +14,16 @@
 struct bench_machine {
 	char kernel[128];
 	char cpu[160];
-	unsigned cpus;		/* CPUs the process may run on */
+	unsigned cpus; /* CPUs the process may run on */
 	unsigned cpus_online;
 	char liburing[32];
 	char compiler[96];
 	char commit[64];
-	int io_uring_disabled;	/* kernel.io_uring_disabled; -1: absent */
+	int io_uring_disabled; /* kernel.io_uring_disabled; -1: absent */
 	char clocksource[32];
 	double syscall_ns;
-	double enter_ns;	/* < 0: io_uring refused */
-	char enter_error[64];	/* why, then */
+	double enter_ns;      /* < 0: io_uring refused */
+	char enter_error[64]; /* why, then */
 	double clock_ns;
 	char date[32];
 };

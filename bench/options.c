@@ -27,40 +27,40 @@ struct bench_opts bench_opt = {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: ringbench [options]\n"
-"  --json             meta record, then one JSON object per cell, on stdout\n"
-"                     (the text report goes to stderr)\n"
-"  --backend LIST     sync,sync-mt,raw-uring,uring,epoll,epoll-pool (all)\n"
-"  --style LIST       baseline,callback,promise,coro (all)\n"
-"  --scenario LIST    parallel,blocking (both)\n"
-"  --no-limits        only the rows asked for, not the limits they are\n"
-"                     compared with (sync-mt, raw-uring, sync)\n"
-"  -n N               reads per run (10000; 1..%u)\n"
-"  --runs R           measured runs per cell (9; 1..%d)\n"
-"  --warmup W         unmeasured runs before them (1; 0..%d)\n"
-"  --no-latency       do not time each read (see docs/bench.md)\n"
-"  --size BYTES       size of the bench file (12, \"Hello, world\"; 4K, 1M...)\n"
-"  --file PATH        read this regular file (procfs too) instead\n"
-"  --files K          spread reads over K distinct files (1; 1..%d)\n"
-"  --window W         parallel: at most W reads in flight (0 = all)\n"
-"  --entries E        io_uring SQ entries (256; 1..%u)\n"
-"  --cq-entries C     io_uring CQ entries (16 x SQ, at most %u)\n"
-"  --sqpoll           io_uring: IORING_SETUP_SQPOLL\n"
-"  --single-issuer    io_uring: IORING_SETUP_SINGLE_ISSUER\n"
-"  --defer-taskrun    io_uring: IORING_SETUP_DEFER_TASKRUN (needs single-issuer)\n"
-"  --coop-taskrun     io_uring: IORING_SETUP_COOP_TASKRUN\n"
-"  --no-link          io_uring: read_file as open, read, close round trips\n"
-"  --no-direct        io_uring: plain fds instead of direct descriptors\n"
-"  --register-ring    io_uring: register the ring fd\n"
-"  --iowq-max W       io_uring: cap io-wq workers at W (0 = kernel default)\n"
-"  --pool-threads T   epoll: thread pool size (0 = CPU count)\n"
-"  --no-inline        epoll: no inline fast path (pool only)\n"
-"  --coro-window W    coro: a start waits while W coroutines wait for I/O\n"
-"                     (%d; 0 = never wait)\n"
-"  --micro            also measure the coroutine switch round trip\n"
-"  --out DIR          write DIR/<timestamp>.json and .csv (bench/results)\n"
-"  --no-out           write no result files\n"
-"  --help             this text\n",
+		"usage: ringbench [options]\n"
+		"  --json             meta record, then one JSON object per cell, on stdout\n"
+		"                     (the text report goes to stderr)\n"
+		"  --backend LIST     sync,sync-mt,raw-uring,uring,epoll,epoll-pool (all)\n"
+		"  --style LIST       baseline,callback,promise,coro (all)\n"
+		"  --scenario LIST    parallel,blocking (both)\n"
+		"  --no-limits        only the rows asked for, not the limits they are\n"
+		"                     compared with (sync-mt, raw-uring, sync)\n"
+		"  -n N               reads per run (10000; 1..%u)\n"
+		"  --runs R           measured runs per cell (9; 1..%d)\n"
+		"  --warmup W         unmeasured runs before them (1; 0..%d)\n"
+		"  --no-latency       do not time each read (see docs/bench.md)\n"
+		"  --size BYTES       size of the bench file (12, \"Hello, world\"; 4K, 1M...)\n"
+		"  --file PATH        read this regular file (procfs too) instead\n"
+		"  --files K          spread reads over K distinct files (1; 1..%d)\n"
+		"  --window W         parallel: at most W reads in flight (0 = all)\n"
+		"  --entries E        io_uring SQ entries (256; 1..%u)\n"
+		"  --cq-entries C     io_uring CQ entries (16 x SQ, at most %u)\n"
+		"  --sqpoll           io_uring: IORING_SETUP_SQPOLL\n"
+		"  --single-issuer    io_uring: IORING_SETUP_SINGLE_ISSUER\n"
+		"  --defer-taskrun    io_uring: IORING_SETUP_DEFER_TASKRUN (needs single-issuer)\n"
+		"  --coop-taskrun     io_uring: IORING_SETUP_COOP_TASKRUN\n"
+		"  --no-link          io_uring: read_file as open, read, close round trips\n"
+		"  --no-direct        io_uring: plain fds instead of direct descriptors\n"
+		"  --register-ring    io_uring: register the ring fd\n"
+		"  --iowq-max W       io_uring: cap io-wq workers at W (0 = kernel default)\n"
+		"  --pool-threads T   epoll: thread pool size (0 = CPU count)\n"
+		"  --no-inline        epoll: no inline fast path (pool only)\n"
+		"  --coro-window W    coro: a start waits while W coroutines wait for I/O\n"
+		"                     (%d; 0 = never wait)\n"
+		"  --micro            also measure the coroutine switch round trip\n"
+		"  --out DIR          write DIR/<timestamp>.json and .csv (bench/results)\n"
+		"  --no-out           write no result files\n"
+		"  --help             this text\n",
 		BENCH_MAX_N, BENCH_MAX_RUNS, BENCH_MAX_WARMUP, BENCH_MAX_FILES,
 		BENCH_MAX_ENTRIES, BENCH_MAX_CQ_ENTRIES, RL_CORO_START_WINDOW);
 }
@@ -86,7 +86,8 @@ static unsigned long long num(const char *opt, const char *s,
 	if (*end)
 		bad(opt, "not a number", s);
 	if (errno == ERANGE || v < min || v > max) {
-		fprintf(stderr, "ringbench: %s: '%s' is out of range (%llu..%llu)\n",
+		fprintf(stderr,
+			"ringbench: %s: '%s' is out of range (%llu..%llu)\n",
 			opt, s, min, max);
 		exit(2);
 	}
@@ -106,9 +107,21 @@ static size_t size_arg(const char *s)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
 	}
 	if (shift && *end == 'i')
 		end++;
@@ -117,7 +130,8 @@ static size_t size_arg(const char *s)
 	if (*end)
 		bad("--size", "not a size", s);
 	if (errno == ERANGE || v > (max >> shift)) {
-		fprintf(stderr, "ringbench: --size: '%s' is more than 1 GiB\n", s);
+		fprintf(stderr, "ringbench: --size: '%s' is more than 1 GiB\n",
+			s);
 		exit(2);
 	}
 	return (size_t)(v << shift);
@@ -130,7 +144,8 @@ static void record_args(int argc, char **argv)
 	for (int i = 0; i < argc; i++) {
 		const char *a = i ? argv[i] : "ringbench";
 		bool quote = strpbrk(a, " \t\"'") != NULL || !*a;
-		int w = snprintf(bench_opt.args + len, sizeof(bench_opt.args) - len,
+		int w = snprintf(bench_opt.args + len,
+				 sizeof(bench_opt.args) - len,
 				 quote ? "%s'%s'" : "%s%s", i ? " " : "", a);
 
 		if (w < 0 || (size_t)w >= sizeof(bench_opt.args) - len)
@@ -141,11 +156,36 @@ static void record_args(int argc, char **argv)
 
 void bench_opts_parse(int argc, char **argv)
 {
-	enum { O_JSON = 256, O_BACKEND, O_STYLE, O_SCEN, O_RUNS, O_WARMUP,
-	       O_SIZE, O_FILE, O_FILES, O_WINDOW, O_ENTRIES, O_CQ, O_SQPOLL,
-	       O_SINGLE, O_DEFER, O_COOP, O_NOLINK, O_NODIRECT, O_REGRING,
-	       O_IOWQ, O_POOL, O_NOINLINE, O_CWINDOW, O_MICRO, O_OUT, O_NOOUT,
-	       O_NOLAT, O_NOLIMITS };
+	enum {
+		O_JSON = 256,
+		O_BACKEND,
+		O_STYLE,
+		O_SCEN,
+		O_RUNS,
+		O_WARMUP,
+		O_SIZE,
+		O_FILE,
+		O_FILES,
+		O_WINDOW,
+		O_ENTRIES,
+		O_CQ,
+		O_SQPOLL,
+		O_SINGLE,
+		O_DEFER,
+		O_COOP,
+		O_NOLINK,
+		O_NODIRECT,
+		O_REGRING,
+		O_IOWQ,
+		O_POOL,
+		O_NOINLINE,
+		O_CWINDOW,
+		O_MICRO,
+		O_OUT,
+		O_NOOUT,
+		O_NOLAT,
+		O_NOLIMITS
+	};
 	static const struct option lo[] = {
 		{ "json", no_argument, 0, O_JSON },
 		{ "backend", required_argument, 0, O_BACKEND },
@@ -186,63 +226,110 @@ void bench_opts_parse(int argc, char **argv)
 	rl_options_init(&o->loop);
 	while ((c = getopt_long(argc, argv, "n:h", lo, NULL)) != -1) {
 		switch (c) {
-		case 'n': o->n = (unsigned)num("-n", optarg, 1, BENCH_MAX_N); break;
-		case O_JSON: o->json = true; break;
-		case O_BACKEND: o->backends = optarg; break;
-		case O_STYLE: o->styles = optarg; break;
-		case O_SCEN: o->scenarios = optarg; break;
+		case 'n':
+			o->n = (unsigned)num("-n", optarg, 1, BENCH_MAX_N);
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_BACKEND:
+			o->backends = optarg;
+			break;
+		case O_STYLE:
+			o->styles = optarg;
+			break;
+		case O_SCEN:
+			o->scenarios = optarg;
+			break;
 		case O_RUNS:
-			o->runs = (unsigned)num("--runs", optarg, 1, BENCH_MAX_RUNS);
+			o->runs = (unsigned)num("--runs", optarg, 1,
+						BENCH_MAX_RUNS);
 			break;
 		case O_WARMUP:
 			o->warmup = (unsigned)num("--warmup", optarg, 0,
 						  BENCH_MAX_WARMUP);
 			break;
-		case O_SIZE: o->size = size_arg(optarg); break;
-		case O_FILE: o->file = optarg; break;
+		case O_SIZE:
+			o->size = size_arg(optarg);
+			break;
+		case O_FILE:
+			o->file = optarg;
+			break;
 		case O_FILES:
 			o->files = (unsigned)num("--files", optarg, 1,
 						 BENCH_MAX_FILES);
 			break;
 		case O_WINDOW:
-			o->window = (unsigned)num("--window", optarg, 0, BENCH_MAX_N);
+			o->window = (unsigned)num("--window", optarg, 0,
+						  BENCH_MAX_N);
 			break;
 		case O_ENTRIES:
 			o->loop.entries = (unsigned)num("--entries", optarg, 1,
 							BENCH_MAX_ENTRIES);
 			break;
 		case O_CQ:
-			o->loop.cq_entries = (unsigned)num("--cq-entries", optarg,
-							   1, 2 * BENCH_MAX_ENTRIES);
+			o->loop.cq_entries =
+				(unsigned)num("--cq-entries", optarg, 1,
+					      2 * BENCH_MAX_ENTRIES);
 			break;
-		case O_SQPOLL: o->loop.flags |= RL_SQPOLL; break;
-		case O_SINGLE: o->loop.flags |= RL_SINGLE_ISSUER; break;
-		case O_DEFER: o->loop.flags |= RL_DEFER_TASKRUN; break;
-		case O_COOP: o->loop.flags |= RL_COOP_TASKRUN; break;
-		case O_NOLINK: o->loop.flags |= RL_NO_LINK; break;
-		case O_NODIRECT: o->loop.flags |= RL_NO_DIRECT; break;
-		case O_REGRING: o->loop.flags |= RL_REGISTER_RING; break;
+		case O_SQPOLL:
+			o->loop.flags |= RL_SQPOLL;
+			break;
+		case O_SINGLE:
+			o->loop.flags |= RL_SINGLE_ISSUER;
+			break;
+		case O_DEFER:
+			o->loop.flags |= RL_DEFER_TASKRUN;
+			break;
+		case O_COOP:
+			o->loop.flags |= RL_COOP_TASKRUN;
+			break;
+		case O_NOLINK:
+			o->loop.flags |= RL_NO_LINK;
+			break;
+		case O_NODIRECT:
+			o->loop.flags |= RL_NO_DIRECT;
+			break;
+		case O_REGRING:
+			o->loop.flags |= RL_REGISTER_RING;
+			break;
 		case O_IOWQ:
-			o->loop.iowq_max = (unsigned)num("--iowq-max", optarg, 0,
-							 1000000);
+			o->loop.iowq_max =
+				(unsigned)num("--iowq-max", optarg, 0, 1000000);
 			break;
 		case O_POOL:
 			o->loop.pool_threads = (unsigned)num("--pool-threads",
 							     optarg, 0, 1024);
 			break;
-		case O_NOINLINE: o->loop.flags |= RL_NO_INLINE; break;
+		case O_NOINLINE:
+			o->loop.flags |= RL_NO_INLINE;
+			break;
 		case O_CWINDOW:
 			cw = num("--coro-window", optarg, 0, BENCH_MAX_N);
 			o->coro_window_all = cw == 0;
 			o->coro_window = cw ? (size_t)cw : SIZE_MAX;
 			break;
-		case O_MICRO: o->micro = true; break;
-		case O_OUT: o->out_dir = optarg; break;
-		case O_NOOUT: o->no_out = true; break;
-		case O_NOLAT: o->latency = false; break;
-		case O_NOLIMITS: o->limits = false; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
+		case O_MICRO:
+			o->micro = true;
+			break;
+		case O_OUT:
+			o->out_dir = optarg;
+			break;
+		case O_NOOUT:
+			o->no_out = true;
+			break;
+		case O_NOLAT:
+			o->latency = false;
+			break;
+		case O_NOLIMITS:
+			o->limits = false;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
 		}
 	}
 	if (optind < argc) {
@@ -271,10 +358,13 @@ void bench_check_list(const char *option, const char *list,
 		bool ok = len == 3 && !strncmp(p, "all", 3);
 
 		for (unsigned i = 0; valid[i] && !ok; i++)
-			ok = strlen(valid[i]) == len && !strncmp(p, valid[i], len);
+			ok = strlen(valid[i]) == len &&
+			     !strncmp(p, valid[i], len);
 		if (!ok) {
-			fprintf(stderr, "ringbench: %s: unknown name '%.*s' "
-					"(valid: ", option, (int)len, p);
+			fprintf(stderr,
+				"ringbench: %s: unknown name '%.*s' "
+				"(valid: ",
+				option, (int)len, p);
 			for (unsigned i = 0; valid[i]; i++)
 				fprintf(stderr, "%s, ", valid[i]);
 			fprintf(stderr, "all)\n");

@@ -30,7 +30,7 @@ struct bench_opts {
 	bool json, micro, no_out, latency, limits;
 	const char *out_dir;
 	const char *backends, *styles, *scenarios; /* NULL: all */
-	char args[1024];	/* the command line, for the meta record */
+	char args[1024]; /* the command line, for the meta record */
 };
 
 extern struct bench_opts bench_opt;

@@ -101,9 +101,9 @@ static void json_knobs(FILE *f)
 		bench_opt.size, bench_opt.files, bench_effective_window(),
 		bench_effective_entries(), bench_effective_cq_entries(),
 		!!(o->flags & RL_SQPOLL), !!(o->flags & RL_SINGLE_ISSUER),
-		!!(o->flags & RL_DEFER_TASKRUN),
-		!!(o->flags & RL_COOP_TASKRUN), !!(o->flags & RL_NO_LINK),
-		!!(o->flags & RL_NO_DIRECT), !!(o->flags & RL_REGISTER_RING));
+		!!(o->flags & RL_DEFER_TASKRUN), !!(o->flags & RL_COOP_TASKRUN),
+		!!(o->flags & RL_NO_LINK), !!(o->flags & RL_NO_DIRECT),
+		!!(o->flags & RL_REGISTER_RING));
 	fputs("\"iowq_max\":", f);
 	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
 	fprintf(f, ",\"pool_threads\":%u,\"no_inline\":%d,\"coro_window\":%zu}",
@@ -262,11 +262,13 @@ static void text_header(FILE *f, const struct bench_machine *m)
 		fprintf(f, ", coro-window %zu", bench_effective_coro_window());
 	if (!bench_opt.latency)
 		fputs(", no latency", f);
-	fprintf(f, "\nmachine: %s, %u CPU%s (%u online), Linux %s, liburing %s, "
-		   "%s, commit %s\n",
+	fprintf(f,
+		"\nmachine: %s, %u CPU%s (%u online), Linux %s, liburing %s, "
+		"%s, commit %s\n",
 		m->cpu, m->cpus, m->cpus == 1 ? "" : "s", m->cpus_online,
 		m->kernel, m->liburing, m->compiler, m->commit);
-	fprintf(f, "costs: a trivial syscall (getppid) %.0f ns; ", m->syscall_ns);
+	fprintf(f, "costs: a trivial syscall (getppid) %.0f ns; ",
+		m->syscall_ns);
 	if (m->enter_ns >= 0)
 		fprintf(f, "io_uring_enter with nothing to do %.0f ns; ",
 			m->enter_ns);
@@ -329,7 +331,8 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		const struct bench_cell *c = cells[i];
 
-		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style, c->scenario);
+		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style,
+			c->scenario);
 		if (c->error) {
 			fprintf(f, "  error: %s\n", c->error);
 			continue;
@@ -358,7 +361,8 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 
 		if (c->error)
 			continue;
-		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style, c->scenario);
+		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style,
+			c->scenario);
 		text_num(f, 9, c->cpu_median_ms, 2);
 		text_num(f, 9, c->cpu_median_ms * 1e3 / c->n, 3);
 		text_num(f, 6, c->cpu_util, 2);
@@ -375,15 +379,17 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 
 		if (c->error)
 			continue;
-		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style, c->scenario);
+		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style,
+			c->scenario);
 		for (unsigned r = 0; r < c->runs; r++)
 			fprintf(f, " %.2f", c->ms[r]);
 		fputc('\n', f);
 	}
 	if (noisy) {
-		fprintf(f, "\nNOISY: %u cell%s whose slowest run took more than "
-			   "%.1fx its fastest, or whose stdev is more than "
-			   "%.0f%% of its median:\n",
+		fprintf(f,
+			"\nNOISY: %u cell%s whose slowest run took more than "
+			"%.1fx its fastest, or whose stdev is more than "
+			"%.0f%% of its median:\n",
 			noisy, noisy == 1 ? "" : "s", BENCH_NOISE_SPREAD,
 			100 * BENCH_NOISE_CV);
 		for (unsigned i = 0; i < n; i++) {
@@ -395,10 +401,11 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 				c->backend, c->style, c->scenario,
 				c->noise.spread, 100 * c->noise.cv);
 		}
-		fprintf(f, "  Their ratios are worth less. Run again with more "
-			   "runs (--runs %u), on a quieter machine (nothing else "
-			   "running; a VM's neighbours count too), and compare "
-			   "runs with scripts/compare.sh.\n",
+		fprintf(f,
+			"  Their ratios are worth less. Run again with more "
+			"runs (--runs %u), on a quieter machine (nothing else "
+			"running; a VM's neighbours count too), and compare "
+			"runs with scripts/compare.sh.\n",
 			bench_opt.runs * 2 + 1 > BENCH_MAX_RUNS
 				? BENCH_MAX_RUNS
 				: bench_opt.runs * 2 + 1);
@@ -505,8 +512,9 @@ void bench_report_close(struct bench_cell *const *cells, unsigned n)
 		return;
 	}
 	if (!timed) {
-		fprintf(stderr, "ringbench: no cell ran; %s/latest.* left as "
-				"they were, this run is in %s/%s.json\n",
+		fprintf(stderr,
+			"ringbench: no cell ran; %s/latest.* left as "
+			"they were, this run is in %s/%s.json\n",
 			out_dir, out_dir, stamp);
 		return;
 	}

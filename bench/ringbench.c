@@ -46,11 +46,17 @@ struct baseline {
 };
 
 static const struct baseline baselines[] = {
-	{ "sync", bench_sync_open, bench_sync_close,
+	{ "sync",
+	  bench_sync_open,
+	  bench_sync_close,
 	  { bench_sync_run, bench_sync_run } },
-	{ "sync-mt", bench_sync_mt_open, bench_sync_mt_close,
+	{ "sync-mt",
+	  bench_sync_mt_open,
+	  bench_sync_mt_close,
 	  { bench_sync_mt_run, NULL } },
-	{ "raw-uring", bench_raw_uring_open, bench_raw_uring_close,
+	{ "raw-uring",
+	  bench_raw_uring_open,
+	  bench_raw_uring_close,
 	  { bench_raw_uring_parallel, bench_raw_uring_blocking } },
 };
 
@@ -63,11 +69,14 @@ struct style {
 };
 
 static const struct style styles[] = {
-	{ "callback", { bench_callback_parallel, bench_callback_blocking },
+	{ "callback",
+	  { bench_callback_parallel, bench_callback_blocking },
 	  bench_callback_free },
-	{ "promise", { bench_promise_parallel, bench_promise_blocking },
+	{ "promise",
+	  { bench_promise_parallel, bench_promise_blocking },
 	  bench_promise_free },
-	{ "coro", { bench_coro_parallel, bench_coro_blocking },
+	{ "coro",
+	  { bench_coro_parallel, bench_coro_blocking },
 	  bench_coro_free },
 };
 
@@ -134,9 +143,9 @@ static unsigned select_rows(void)
 
 	for (unsigned b = 0; b < NBASELINES; b++)
 		for (unsigned sc = 0; sc < SC_COUNT; sc++)
-			want_base[b][sc] = baselines[b].run[sc] &&
-					   selected(baselines[b].name,
-						    "baseline", sc);
+			want_base[b][sc] =
+				baselines[b].run[sc] &&
+				selected(baselines[b].name, "baseline", sc);
 	for (unsigned k = 0; k < NBACKENDS; k++)
 		for (unsigned s = 0; s < NSTYLES; s++)
 			for (unsigned sc = 0; sc < SC_COUNT; sc++) {
@@ -167,9 +176,8 @@ static struct bench_cell *add_cell(const char *backend, const char *style,
 				   unsigned sc)
 {
 	static unsigned cap;
-	struct bench_cell *c =
-		bench_cell_new(backend, style, scenarios[sc].name,
-			       limit_of(backend, sc));
+	struct bench_cell *c = bench_cell_new(
+		backend, style, scenarios[sc].name, limit_of(backend, sc));
 
 	if (ncells == cap) {
 		struct bench_cell **nc;
@@ -333,8 +341,9 @@ int main(int argc, char **argv)
 	bench_check_list("--scenario", bench_opt.scenarios, scenario_names);
 	rows = select_rows();
 	if (!rows) {
-		fprintf(stderr, "ringbench: nothing to run: no cell is in "
-				"--backend %s --style %s --scenario %s\n",
+		fprintf(stderr,
+			"ringbench: nothing to run: no cell is in "
+			"--backend %s --style %s --scenario %s\n",
 			bench_opt.backends ? bench_opt.backends : "all",
 			bench_opt.styles ? bench_opt.styles : "all",
 			bench_opt.scenarios ? bench_opt.scenarios : "all");
@@ -375,7 +384,8 @@ int main(int argc, char **argv)
 		fprintf(bench_report_text(), "switch round trip: %.2f ns\n",
 			bench_coro_switch_ns(10000000));
 	getrusage(RUSAGE_SELF, &ru);
-	fprintf(bench_report_text(), "\npeak RSS: %.1f MB; %u cells in %.1f s\n",
+	fprintf(bench_report_text(),
+		"\npeak RSS: %.1f MB; %u cells in %.1f s\n",
 		(double)ru.ru_maxrss / 1024, ncells,
 		(double)(bench_now_ns() - t0) / 1e9);
 	bench_report_close(cells, ncells);

@@ -23,7 +23,7 @@
 /* Powers of two up to 2^40 ns (18 minutes); longer values share the top
  * bucket, and max still says how long the longest was. */
 #define BENCH_HIST_TOP_BIT 40
-#define BENCH_HIST_BUCKETS                                                 \
+#define BENCH_HIST_BUCKETS \
 	((BENCH_HIST_TOP_BIT - BENCH_HIST_SUB_BITS + 2) * BENCH_HIST_SUB)
 
 struct bench_hist {

@@ -158,7 +158,7 @@ Test(bench_stats, median_min_max_stdev)
 Test(bench_stats, noise_flag)
 {
 	const double quiet[] = { 10.0, 10.2, 9.9, 10.1, 10.0 };
-	const double spread[] = { 10, 10, 10, 10, 16 };	  /* max/min 1.6 */
+	const double spread[] = { 10, 10, 10, 10, 16 };	      /* max/min 1.6 */
 	const double wobbly[] = { 8.5, 10, 11.5, 8.5, 11.5 }; /* cv 14% */
 	struct bench_noise n;
 
