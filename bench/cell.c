@@ -3,7 +3,6 @@
  * cell.c - measuring one cell (see cell.h).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,16 +27,6 @@ struct bench_cell *bench_cell_new(const char *backend, const char *style,
 	bench_hist_reset(&c->lat);
 	bench_cell_finish(c);
 	return c;
-}
-
-void bench_cell_fail(struct bench_cell *c, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
-	va_end(ap);
-	c->error = c->errbuf;
 }
 
 void bench_cell_extra(struct bench_cell *c, const char *key, double value,
@@ -77,11 +66,11 @@ static uint64_t syscalls(const struct bench_ctx *ctx)
 static bool run_failed(struct bench_cell *c, int ret, uint64_t errors)
 {
 	if (ret < 0) {
-		bench_cell_fail(c, "run failed: %s", rl_strerror(ret));
+		BENCH_CELL_FAIL(c, "run failed: %s", rl_strerror(ret));
 		return true;
 	}
 	if (errors) {
-		bench_cell_fail(c,
+		BENCH_CELL_FAIL(c,
 				"%llu reads failed or returned wrong content",
 				(unsigned long long)errors);
 		return true;
@@ -131,7 +120,7 @@ void bench_cell_measure(struct bench_cell *c, const struct bench_subject *s,
 		if (run_failed(c, ret, ctx->errors))
 			return;
 		if (pair_failed) {
-			bench_cell_fail(c,
+			BENCH_CELL_FAIL(c,
 					"its paired sync run failed (%llu "
 					"reads failed or were wrong)",
 					(unsigned long long)pair->ctx->errors);

@@ -20,6 +20,7 @@
 #define RINGBENCH_CELL_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "bench.h"
 #include "options.h"
@@ -66,8 +67,10 @@ struct bench_subject {
 
 struct bench_cell *bench_cell_new(const char *backend, const char *style,
 				  const char *scenario, const char *limit);
-void bench_cell_fail(struct bench_cell *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/* Says why the cell has no times (printf-like). */
+#define BENCH_CELL_FAIL(c, ...)                                   \
+	(snprintf((c)->errbuf, sizeof((c)->errbuf), __VA_ARGS__), \
+	 (c)->error = (c)->errbuf)
 void bench_cell_extra(struct bench_cell *c, const char *key, double value,
 		      int decimals);
 

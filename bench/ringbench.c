@@ -245,7 +245,7 @@ static void run_baseline(const struct baseline *b, unsigned sc,
 	int ret = b->open(&ctx);
 
 	if (ret < 0) {
-		bench_cell_fail(c, "setup failed: %s", rl_strerror(ret));
+		BENCH_CELL_FAIL(c, "setup failed: %s", rl_strerror(ret));
 	} else {
 		/* The sync row is its own pair. */
 		bench_cell_measure(c, &s, strcmp(b->name, "sync") ? pair : NULL,
@@ -312,7 +312,7 @@ static void run_backend(const struct backend *k,
 				continue;
 			c = add_cell(k->name, st->name, sc);
 			if (ret < 0)
-				bench_cell_fail(c, "loop init refused: %s",
+				BENCH_CELL_FAIL(c, "loop init refused: %s",
 						rl_strerror(ret));
 			else
 				bench_cell_measure(c, &subj, pair, lat_t0);
