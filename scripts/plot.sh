@@ -41,6 +41,21 @@ function field(k,   m) {
 }
 function q(s) { gsub(/"/, "", s); return "\"" s "\"" }
 function short(s) { return s == "callback" ? "cb" : s == "promise" ? "pr" : s == "coro" ? "co" : "" }
+# The plot command for bar series: one data file each (only those that
+# have data: gnuplot warns about a missing file and crashes on one of
+# NaNs), bars, min-max whiskers, and the median written above.
+function bars(n, file, fill, colour, title,   i, cmd) {
+	cmd = ""
+	for (i = 1; i <= n; i++)
+		cmd = cmd (cmd == "" ? "plot " : ", \\\n     ") \
+		      sprintf("\"%s\" using 1:2 with boxes fs %s lc rgb \"%s\" title \"%s\"", file[i], fill[i], colour[i], title[i])
+	for (i = 1; i <= n; i++)
+		cmd = cmd sprintf(", \\\n     \"%s\" using 1:3:(0):($4 - $3) with vectors heads size screen 0.006,90 lc rgb \"black\" notitle", file[i])
+	if (labels_on)
+		for (i = 1; i <= n; i++)
+			cmd = cmd sprintf(", \\\n     \"%s\" using 1:4:(sprintf(\"%%.1f\", $2)) with labels offset 0, 0.7 font \",8\" notitle", file[i])
+	return cmd "\n"
+}
 /^\{"meta":/ {
 	cap = sprintf("%s, %s CPUs, Linux %s, liburing %s, %s\\nN = %s reads per run, %s runs per cell after %s warm-up; a trivial syscall %.0f ns, io_uring_enter with nothing to do %s ns; %s", \
 		field("cpu"), field("cpus"), field("kernel"), field("liburing"), field("compiler"), \
@@ -65,6 +80,9 @@ END {
 	printf "caption = %s\n", q(cap) > inc
 	if (peers) {
 		split("uring epoll epoll-pool node node-uring bun", series, " "); ns = 6
+		# uring solid; epoll, epoll-pool, node, node-uring hatched; bun light.
+		split("solid 0.85|pattern 4|pattern 5|pattern 2|pattern 1|solid 0.2", fills, "|")
+		split("#1b5e20 #0d47a1 #b71c1c #6d4c41 #ef6c00 #5e35b1", colours, " ")
 		split("parallel blocking", scs, " "); split("callback promise coro", sts, " ")
 		x = 0; tics = ""
 		for (a = 1; a <= 2; a++) for (c = 1; c <= 3; c++) {
@@ -74,31 +92,41 @@ END {
 				if (!(key in have)) continue
 				f = dir "/peers-" series[j] ".dat"
 				printf "%g %s %s %s\n", x, med[key], lo[key], hi[key] >> f
+				used[j] = 1
 				x++
 			}
 			if (x > start) tics = tics (tics == "" ? "" : ", ") sprintf("\"%s\\n%s\" %g", scs[a], sts[c], (start + x - 1) / 2)
 			x += 1
 		}
 		printf "set xtics (%s)\nxmax = %g\n", tics, x - 1 >> inc
-		printf "series = \"" >> inc
-		for (j = 1; j <= ns; j++) printf "%s ", series[j] >> inc
-		printf "\"\n" >> inc
+		n = 0
+		for (j = 1; j <= ns; j++)
+			if (j in used) {
+				n++; file[n] = dir "/peers-" series[j] ".dat"
+				fill[n] = fills[j]; colour[n] = colours[j]; title[n] = series[j]
+			}
+		labels_on = 0
+		printf "%s", bars(n, file, fill, colour, title) > (dir "/plot-peers.gp")
 		exit
 	}
 	# The x axis, per scenario: the limits first, then each backend with
 	# its styles side by side.
 	split("sync sync-mt raw-uring uring epoll epoll-pool", border, " ")
 	split("baseline callback promise coro", sts, " ")
-	# Each scenario gets an axis file: a tic per cell naming its style
-	# (cb, pr, co), the backend under each group.
+	# Each scenario gets an axis file (a tic per cell naming its style:
+	# cb, pr, co; the backend under each group) and its plot commands.
+	split("solid 0.75|pattern 4|pattern 5|pattern 2", fills, "|")
+	split("#424242 #1565c0 #2e7d32 #c62828", colours, " ")
+	labels_on = 1
 	for (i = 1; i <= nsc; i++) {
-		sc = scen[i]; x = 0; tics = ""; labels = ""; nl = 0
+		sc = scen[i]; x = 0; tics = ""; labels = ""; nl = 0; split("", used)
 		for (g = 1; g <= 6; g++) {
 			b = border[g]; start = x
 			for (c = 1; c <= 4; c++) {
 				key = sc SUBSEP b SUBSEP sts[c]
 				if (!(key in have)) continue
 				printf "%g %s %s %s\n", x, med[key], lo[key], hi[key] >> (dir "/" sc "-" sts[c] ".dat")
+				used[c] = 1
 				if (p50[key] != "")
 					printf "%g %s %s %s %s\n", x, p50[key], p99[key], p999[key], pmax[key] >> (dir "/" sc "-lat.dat")
 				tics = tics (tics == "" ? "" : ", ") sprintf("\"%s\" %g", short(sts[c]), x)
@@ -110,6 +138,13 @@ END {
 		}
 		ax = dir "/axis-" sc ".gp"
 		printf "unset label\nset xtics (%s)\n%sset xrange [-0.8:%g]\n", tics, labels, x - 0.2 > ax
+		n = 0
+		for (c = 1; c <= 4; c++)
+			if (c in used) {
+				n++; file[n] = dir "/" sc "-" sts[c] ".dat"
+				fill[n] = fills[c]; colour[n] = colours[c]; title[n] = sts[c]
+			}
+		printf "%s", bars(n, file, fill, colour, title) > (dir "/plot-" sc ".gp")
 	}
 	printf "scenarios = \"" >> inc
 	for (i = 1; i <= nsc; i++) printf "%s ", scen[i] >> inc
@@ -157,21 +192,16 @@ set logscale y
 set ylabel "ms per run of N reads"
 set xrange [-1:xmax + 1]
 set boxwidth 0.85
-# uring solid; epoll, epoll-pool, node, node-uring hatched; bun light.
-colours = "#1b5e20 #0d47a1 #b71c1c #6d4c41 #ef6c00 #5e35b1"
-patterns = "0 4 5 2 1 0"
-f(i) = word(series, i)
-plot "$tmp/peers-uring.dat" using 1:2 with boxes fs solid 0.85 lc rgb word(colours, 1) title "uring", \
-     for [i=2:5] "$tmp/peers-".f(i).".dat" using 1:2 with boxes \
-       fs pattern word(patterns, i) + 0 lc rgb word(colours, i) title f(i), \
-     "$tmp/peers-bun.dat" using 1:2 with boxes fs solid 0.2 lc rgb word(colours, 6) title "bun", \
-     for [i=1:6] "$tmp/peers-".f(i).".dat" using 1:3:(0):(\$4 - \$3) with vectors heads size screen 0.006,90 lc rgb "black" notitle
+load "$tmp/plot-peers.gp"
 GP
 	done
 	echo "plot.sh: wrote $prefix.png and $prefix.svg" >&2
 	exit 0
 fi
 
+# --no-latency runs have no latency chart.
+latency=0
+ls "$tmp"/*-lat.dat >/dev/null 2>&1 && latency=1
 for term in png svg; do
 	gnuplot <<GP
 $(terminal $term 1400 650)
@@ -185,22 +215,15 @@ set offsets 0, 0, graph 0.14, 0
 set boxwidth 0.8
 set yrange [0:*]
 set ylabel "ms per run of N reads"
-styles = "baseline callback promise coro"
-colours = "#424242 #1565c0 #2e7d32 #c62828"
-patterns = "0 4 5 2"
 do for [s in scenarios] {
 	load "$tmp/axis-".s.".gp"
 	if (s eq word(scenarios, 1)) { set label 1 caption at screen 0.5, 0.045 center font ",9" }
 	set title s
-	plot "$tmp/".s."-baseline.dat" using 1:2 with boxes fs solid 0.75 \
-	       lc rgb word(colours, 1) title "baseline", \
-	     for [i=2:4] "$tmp/".s."-".word(styles, i).".dat" using 1:2 with boxes \
-	       fs pattern word(patterns, i) + 0 lc rgb word(colours, i) title word(styles, i), \
-	     for [i=1:4] "$tmp/".s."-".word(styles, i).".dat" using 1:3:(0):(\$4 - \$3) with vectors heads size screen 0.006,90 lc rgb "black" notitle, \
-	     for [i=1:4] "$tmp/".s."-".word(styles, i).".dat" using 1:4:(sprintf("%.1f", \$2)) with labels offset 0, 0.7 font ",8" notitle
+	load "$tmp/plot-".s.".gp"
 }
 unset multiplot
 GP
+	[ "$latency" = 1 ] || continue
 	gnuplot <<GP
 $(terminal $term 1400 650)
 set output "$prefix-latency.$term"
@@ -225,4 +248,8 @@ do for [s in scenarios] {
 unset multiplot
 GP
 done
-echo "plot.sh: wrote $prefix.{png,svg} and $prefix-latency.{png,svg}" >&2
+if [ "$latency" = 1 ]; then
+	echo "plot.sh: wrote $prefix.{png,svg} and $prefix-latency.{png,svg}" >&2
+else
+	echo "plot.sh: wrote $prefix.{png,svg} (no latency in this run)" >&2
+fi
