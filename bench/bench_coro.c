@@ -200,20 +200,18 @@ double bench_coro_switch_ns(unsigned iterations)
 	void *stack = aligned_alloc(64, size);
 	unsigned per = iterations / BATCHES ? iterations / BATCHES : 1;
 	double best = -1;
-	uint64_t fpctl;
 
 	if (!stack)
 		return -1;
 	co_sp = rl__coro_ctx_init((char *)stack + size, ping, NULL);
-	/* As in rl__coro_resume(): the resumer reads its control words once
-	 * (per loop epoch there), the coroutine reads its own every time. */
-	fpctl = rl__coro_fpctl();
-	rl__coro_switch_known(&main_sp, co_sp, NULL, fpctl); /* start it */
+	/* As in rl__coro_resume(): both sides save their control words at
+	 * every switch. */
+	rl__coro_switch(&main_sp, co_sp, NULL); /* start it */
 	for (int b = 0; b < BATCHES; b++) {
 		double t0 = now_ns(), t;
 
 		for (unsigned i = 0; i < per; i++)
-			rl__coro_switch_known(&main_sp, co_sp, NULL, fpctl);
+			rl__coro_switch(&main_sp, co_sp, NULL);
 		t = (now_ns() - t0) / per;
 		if (best < 0 || t < best)
 			best = t;
