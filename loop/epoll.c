@@ -232,6 +232,7 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		res = -ECANCELED;
 
 	rl__epr(req)->step = RL__EP_NONE;
+	rl__ep_fs_done(ep, req, res);
 	if (res == RL__RES_POLL) {
 		if ((rl__req(req)->state & RL__REQ_CANCEL) || ep->closing) {
 			rl__complete(loop, req, -ECANCELED);
@@ -253,6 +254,7 @@ static int reap(rl_loop *loop, struct rl__ep *ep)
 
 	while ((req = rl__fifo_pop(&ep->finished))) {
 		rl__epr(req)->step = RL__EP_NONE;
+		rl__ep_fs_done(ep, req, rl__epr(req)->res[0]);
 		rl__complete(loop, req, rl__epr(req)->res[0]);
 		n++;
 	}
@@ -503,6 +505,7 @@ static void ep_destroy(rl_loop *loop)
 		return;
 	/* Joining first: a worker's last eventfd write must find it open. */
 	rl__pool_destroy(&ep->pool);
+	rl__ep_fs_free(ep);
 	close(ep->efd);
 	close(ep->epfd);
 	free(ep);

@@ -65,6 +65,8 @@ struct rl__ep {
 	struct rl__fifo finished; /* RL__EP_FINISHED */
 	struct rl__fifo watched;  /* RL__EP_WATCH */
 	struct rl__pool pool;
+	uint64_t *direct; /* fds opened with O_DIRECT, a bitmap (epoll_fs.c) */
+	unsigned ndirect; /* its words */
 };
 
 /* What this backend keeps in a request (its private words, req.h). */
@@ -114,5 +116,9 @@ bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req);
 bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* A watched fd became readable (or hung up, or failed). */
 void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+/* req finished with res (before rl__complete()): what the operations
+ * learn from it (which fds are O_DIRECT). */
+void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res);
+void rl__ep_fs_free(struct rl__ep *ep);
 
 #endif /* RINGLOOP_EPOLL_H */

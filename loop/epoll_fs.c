@@ -5,11 +5,13 @@
  * request on the loop thread when the kernel can do it without blocking.
  *
  * The fast path: read_file is openat2 + fstat + preadv2 + close, as many
- * syscalls as the plain synchronous loop; read is a preadv2; close is a
- * close(); open is openat2 (+ fstat + F_SETFL). stat always goes to the
- * pool (see rl__ep_fs_may_inline()). What the fast path cannot finish
- * without blocking goes to the pool; a read_file that stops half-way
- * starts over in the worker, with a fresh open, from offset 0.
+ * syscalls as the plain synchronous loop; read (readv, read_fixed) is a
+ * preadv2; close is a close(); open is openat2 (+ fstat + F_SETFL). stat,
+ * writes and everything else always go to the pool (see
+ * rl__ep_fs_may_inline()); their jobs are in epoll_fs_write.c. What the
+ * fast path cannot finish without blocking goes to the pool; a read_file
+ * that stops half-way starts over in the worker, with a fresh open, from
+ * offset 0.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "epoll.h"
+#include "epoll_fs.h"
 
 #ifndef SYS_openat2
 #define SYS_openat2 437 /* the same number on every architecture */
@@ -122,13 +124,41 @@ static void job_read_file(rl_req *req)
 	close(fd);
 }
 
-static ssize_t read_at(int fd, void *buf, size_t len, int64_t offset,
-		       int flags)
-{
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
+/* At most this many of a request's iovecs go into one syscall once its
+ * first bytes are done (the rest follows in the next one). */
+#define RW_IOV 64
 
-	/* preadv2 with offset -1 reads at the file position, like read(). */
-	return preadv2(fd, &iov, 1, (off_t)offset, flags);
+ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write)
+{
+	struct iovec local[RW_IOV];
+	const struct iovec *iov = local;
+	unsigned cnt = 1;
+	/* Offset -1: the file position, like read() and write(). */
+	off_t off = req->offset < 0 ? -1 : (off_t)(req->offset + (int64_t)skip);
+
+	if (req->op == RL_OP_READV || req->op == RL_OP_WRITEV) {
+		iov = req->iov;
+		cnt = req->count;
+		while (cnt && skip >= iov->iov_len) {
+			skip -= iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (skip) {
+			/* The caller's iovecs are const: copy the ones that
+			 * go now, the first one cut. */
+			cnt = cnt < RW_IOV ? cnt : RW_IOV;
+			memcpy(local, iov, cnt * sizeof(*iov));
+			local[0].iov_base = (char *)local[0].iov_base + skip;
+			local[0].iov_len -= skip;
+			iov = local;
+		}
+	} else {
+		local[0].iov_base = (char *)req->buf + skip;
+		local[0].iov_len = req->len - skip;
+	}
+	return write ? pwritev2(fd, iov, (int)cnt, off, rwflags)
+		     : preadv2(fd, iov, (int)cnt, off, rwflags);
 }
 
 /*
@@ -152,7 +182,6 @@ static bool pollable_type(mode_t mode)
 static void job_read(rl_req *req)
 {
 	size_t got = (size_t)rl__epr(req)->res[1];
-	int64_t off = req->offset;
 	struct stat st;
 	ssize_t r;
 
@@ -164,8 +193,7 @@ static void job_read(rl_req *req)
 			return;
 		}
 		if (pollable_type(st.st_mode)) {
-			r = read_at(req->fd, req->buf, req->len, off,
-				    RWF_NOWAIT);
+			r = rl__ep_rw(req, req->fd, 0, RWF_NOWAIT, false);
 			if (r >= 0)
 				rl__epr(req)->res[0] = r;
 			else if (errno == EAGAIN || errno == EOPNOTSUPP)
@@ -178,8 +206,7 @@ static void job_read(rl_req *req)
 	/* A regular file: one blocking read gives everything up to the end
 	 * of the file, after what the fast path may have read already. */
 	do {
-		r = read_at(req->fd, (char *)req->buf + got, req->len - got,
-			    off < 0 ? -1 : off + (int64_t)got, 0);
+		r = rl__ep_rw(req, req->fd, got, 0, false);
 	} while (r < 0 && errno == EINTR && !rl__pool_job_cancelled());
 	if (r < 0)
 		rl__epr(req)->res[0] = got ? (int64_t)got : -errno;
@@ -193,6 +220,20 @@ static void (*const jobs[])(rl_req *) = {
 	[RL_OP_CLOSE] = job_close,
 	[RL_OP_STAT] = job_stat,
 	[RL_OP_READ_FILE] = job_read_file,
+	[RL_OP_WRITE] = rl__ep_job_write,
+	[RL_OP_READV] = job_read,
+	[RL_OP_WRITEV] = rl__ep_job_write,
+	[RL_OP_READ_FIXED] = job_read,
+	[RL_OP_WRITE_FIXED] = rl__ep_job_write,
+	[RL_OP_FSYNC] = rl__ep_job_fsync,
+	[RL_OP_FTRUNCATE] = rl__ep_job_ftruncate,
+	[RL_OP_FALLOCATE] = rl__ep_job_fallocate,
+	[RL_OP_UNLINK] = rl__ep_job_path,
+	[RL_OP_RMDIR] = rl__ep_job_path,
+	[RL_OP_MKDIR] = rl__ep_job_path,
+	[RL_OP_RENAME] = rl__ep_job_path,
+	[RL_OP_FSTAT] = rl__ep_job_fstat,
+	[RL_OP_WRITE_FILE] = rl__ep_job_write_file,
 };
 
 void (*rl__ep_fs_job(const rl_req *req))(rl_req *)
@@ -352,9 +393,7 @@ static bool inline_read(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	int err;
 
 	for (;;) {
-		r = read_at(req->fd, (char *)req->buf + got, req->len - got,
-			    req->offset < 0 ? -1 : req->offset + (int64_t)got,
-			    RWF_NOWAIT);
+		r = rl__ep_rw(req, req->fd, got, RWF_NOWAIT, false);
 		loop->stats.syscalls++;
 		if (r < 0)
 			break;
@@ -408,6 +447,8 @@ bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	case RL_OP_OPEN:
 		return ep->openat2_ok && inline_open(loop, ep, req);
 	case RL_OP_READ:
+	case RL_OP_READV:
+	case RL_OP_READ_FIXED:
 		return inline_read(loop, ep, req);
 	case RL_OP_CLOSE:
 		loop->stats.syscalls++;
@@ -416,12 +457,73 @@ bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	}
 	/* stat stays in the pool: statx() may block on a cold dentry or
 	 * inode, and nothing documented makes it refuse to (AT_STATX_DONT_SYNC
-	 * only concerns network file systems' attribute caches). */
+	 * only concerns network file systems' attribute caches). So do the
+	 * writes: ext4 (6.18) answers a buffered RWF_NOWAIT write with
+	 * EOPNOTSUPP, a try would cost a syscall for nothing; and the rest
+	 * (fsync, unlink, rename...) may wait for the disk. */
 	return false;
 }
 
-/* Whether the fast path may finish this request; stat always goes to the
- * pool (see try_inline()). */
+/* ------------------------------------------------------- O_DIRECT files */
+
+/*
+ * A direct read waits for the device even with RWF_NOWAIT (6.18, ext4: a
+ * 4 KiB read took 70-180 us inside preadv2, on the loop thread), so the
+ * fast path must leave reads of O_DIRECT files to the pool, where a burst
+ * of them runs in parallel. Asking the fd (F_GETFL) would cost a syscall
+ * per read; instead the loop remembers the fds that rl_fs_open() opened
+ * with O_DIRECT, until rl_fs_close(). It is only a hint: an fd closed
+ * with close(2) and reused for a buffered file merely loses the fast path,
+ * and an O_DIRECT fd from open(2) is read on the loop thread (rl_fs_open()
+ * says so).
+ */
+static bool is_direct(const struct rl__ep *ep, int fd)
+{
+	unsigned w = (unsigned)fd / 64;
+
+	return w < ep->ndirect && (ep->direct[w] >> (fd % 64) & 1);
+}
+
+static void mark_direct(struct rl__ep *ep, int fd, bool on)
+{
+	unsigned w = (unsigned)fd / 64;
+
+	if (w >= ep->ndirect) {
+		unsigned n = w + 1 > 2 * ep->ndirect ? w + 1 : 2 * ep->ndirect;
+		uint64_t *p;
+
+		if (!on)
+			return;
+		p = realloc(ep->direct, n * sizeof(*p));
+		if (!p)
+			return; /* a hint lost: the reads stay on the loop */
+		memset(p + ep->ndirect, 0, (n - ep->ndirect) * sizeof(*p));
+		ep->direct = p;
+		ep->ndirect = n;
+	}
+	if (on)
+		ep->direct[w] |= (uint64_t)1 << (fd % 64);
+	else
+		ep->direct[w] &= ~((uint64_t)1 << (fd % 64));
+}
+
+void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res)
+{
+	if (req->op == RL_OP_OPEN && res >= 0 && (req->flags & O_DIRECT))
+		mark_direct(ep, (int)res, true);
+	else if (req->op == RL_OP_CLOSE && res != -ECANCELED)
+		mark_direct(ep, req->fd, false);
+}
+
+void rl__ep_fs_free(struct rl__ep *ep)
+{
+	free(ep->direct);
+	ep->direct = NULL;
+	ep->ndirect = 0;
+}
+
+/* Whether the fast path may finish this request; stat and writes always
+ * go to the pool (see try_inline()), and so do reads of O_DIRECT files. */
 bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req)
 {
 	switch (req->op) {
@@ -429,6 +531,9 @@ bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req)
 	case RL_OP_OPEN:
 		return ep->inline_ok && ep->openat2_ok;
 	case RL_OP_READ:
+	case RL_OP_READV:
+	case RL_OP_READ_FIXED:
+		return ep->inline_ok && !is_direct(ep, req->fd);
 	case RL_OP_CLOSE:
 		return ep->inline_ok;
 	}
@@ -442,7 +547,7 @@ void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	ssize_t r;
 	int err;
 
-	r = read_at(req->fd, req->buf, req->len, req->offset, RWF_NOWAIT);
+	r = rl__ep_rw(req, req->fd, 0, RWF_NOWAIT, false);
 	loop->stats.syscalls++;
 	err = r < 0 ? errno : 0;
 	if (err == EAGAIN) {

@@ -20,11 +20,9 @@
 
 #include "internal.h"
 
-/* The largest single read the loop accepts; Linux caps a read at
- * MAX_RW_COUNT (INT_MAX rounded down to a page) anyway. */
-#define RL__MAX_IO ((size_t)INT_MAX)
-
-static int check_path(const char *path)
+/* Shared with fs_write.c: the checks every request makes, in this order,
+ * and the hand-off. */
+int rl__fs_check_path(const char *path)
 {
 	if (!path)
 		return -EFAULT;
@@ -35,7 +33,7 @@ static int check_path(const char *path)
 	return 0;
 }
 
-static int check_req(rl_loop *loop, rl_req *req, rl_req_cb cb)
+int rl__fs_check_req(rl_loop *loop, rl_req *req, rl_req_cb cb)
 {
 	if (!loop || !req || !cb)
 		return -EINVAL;
@@ -46,7 +44,7 @@ static int check_req(rl_loop *loop, rl_req *req, rl_req_cb cb)
 	return 0;
 }
 
-static void prep(rl_loop *loop, rl_req *req, uint8_t op, rl_req_cb cb)
+void rl__fs_prep(rl_loop *loop, rl_req *req, uint8_t op, rl_req_cb cb)
 {
 	void *data = req->data;
 
@@ -59,7 +57,7 @@ static void prep(rl_loop *loop, rl_req *req, uint8_t op, rl_req_cb cb)
 	req->offset = -1;
 }
 
-static int accept_req(rl_loop *loop, rl_req *req)
+int rl__fs_accept(rl_loop *loop, rl_req *req)
 {
 	rl__req(req)->state |= RL__REQ_ACTIVE;
 	loop->active_reqs++;
@@ -71,21 +69,21 @@ static int accept_req(rl_loop *loop, rl_req *req)
 int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
 	    unsigned mode, rl_req_cb cb)
 {
-	int ret = check_req(loop, req, cb);
+	int ret = rl__fs_check_req(loop, req, cb);
 
-	if (ret < 0 || (ret = check_path(path)) < 0)
+	if (ret < 0 || (ret = rl__fs_check_path(path)) < 0)
 		return ret;
-	prep(loop, req, RL_OP_OPEN, cb);
+	rl__fs_prep(loop, req, RL_OP_OPEN, cb);
 	req->path = path;
 	req->flags = flags;
 	req->mode = mode;
-	return accept_req(loop, req);
+	return rl__fs_accept(loop, req);
 }
 
 int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
 	    int64_t offset, rl_req_cb cb)
 {
-	int ret = check_req(loop, req, cb);
+	int ret = rl__fs_check_req(loop, req, cb);
 
 	if (ret < 0)
 		return ret;
@@ -95,49 +93,49 @@ int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
 		return -EFAULT;
 	if (len > RL__MAX_IO || offset < -1)
 		return -EINVAL;
-	prep(loop, req, RL_OP_READ, cb);
+	rl__fs_prep(loop, req, RL_OP_READ, cb);
 	req->fd = fd;
 	req->buf = buf;
 	req->len = len;
 	req->offset = offset;
-	return accept_req(loop, req);
+	return rl__fs_accept(loop, req);
 }
 
 int rl_fs_close(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb)
 {
-	int ret = check_req(loop, req, cb);
+	int ret = rl__fs_check_req(loop, req, cb);
 
 	if (ret < 0)
 		return ret;
 	if (fd < 0)
 		return -EBADF;
-	prep(loop, req, RL_OP_CLOSE, cb);
+	rl__fs_prep(loop, req, RL_OP_CLOSE, cb);
 	req->fd = fd;
-	return accept_req(loop, req);
+	return rl__fs_accept(loop, req);
 }
 
 int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
 	    rl_req_cb cb)
 {
-	int ret = check_req(loop, req, cb);
+	int ret = rl__fs_check_req(loop, req, cb);
 
-	if (ret < 0 || (ret = check_path(path)) < 0)
+	if (ret < 0 || (ret = rl__fs_check_path(path)) < 0)
 		return ret;
 	if (!stx)
 		return -EFAULT;
-	prep(loop, req, RL_OP_STAT, cb);
+	rl__fs_prep(loop, req, RL_OP_STAT, cb);
 	req->path = path;
 	req->stx = stx;
-	return accept_req(loop, req);
+	return rl__fs_accept(loop, req);
 }
 
 int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 		 size_t len, unsigned flags, rl_req_cb cb)
 {
-	int ret = check_req(loop, req, cb);
+	int ret = rl__fs_check_req(loop, req, cb);
 	bool grow = flags & RL_READ_FILE_GROW;
 
-	if (ret < 0 || (ret = check_path(path)) < 0)
+	if (ret < 0 || (ret = rl__fs_check_path(path)) < 0)
 		return ret;
 	if (flags & ~(unsigned)RL_READ_FILE_GROW)
 		return -EINVAL;
@@ -156,14 +154,14 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 		buf = p;
 		len = cap;
 	}
-	prep(loop, req, RL_OP_READ_FILE, cb);
+	rl__fs_prep(loop, req, RL_OP_READ_FILE, cb);
 	req->path = path;
 	req->buf = buf;
 	req->len = len;
 	rl__req(req)->cap = len;
 	if (grow)
 		rl__req(req)->state |= RL__REQ_OWNBUF;
-	return accept_req(loop, req);
+	return rl__fs_accept(loop, req);
 }
 
 int rl_cancel(rl_loop *loop, rl_req *req)

@@ -55,6 +55,11 @@ struct rl__backend {
 	int (*wait)(rl_loop *loop, int64_t timeout_ns);
 	/* Thread-safe: makes a wait() in progress (or the next one) return. */
 	void (*wake)(rl_loop *loop);
+	/* Registers iov[0..n-1] as the fixed buffers with the kernel (n 0:
+	 * unregisters); no request is in flight. NULL: nothing to do beyond
+	 * the loop's own copy (fs_write.c). */
+	int (*register_buffers)(rl_loop *loop, const struct iovec *iov,
+				unsigned n);
 };
 
 extern const struct rl__backend rl__backend_uring;
@@ -78,6 +83,8 @@ struct rl_loop {
 	uint64_t timer_seq;
 	rl_timer *cancelled_head, *cancelled_tail;
 
+	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
+	unsigned nbufs;
 	rl_close_hook *close_hooks; /* newest first */
 	uint64_t active_reqs; /* submitted, callback not yet run */
 	uint64_t refs;
@@ -105,6 +112,18 @@ void rl__timers_cancel_all(rl_loop *loop);
 void rl__timers_free(rl_loop *loop);
 bool rl__timers_alive(const rl_loop *loop);
 
+/* fs.c: what every submitting call does (fs_write.c too). */
+/* The largest single read or write the loop accepts; Linux caps one at
+ * MAX_RW_COUNT (INT_MAX rounded down to a page) anyway. */
+#define RL__MAX_IO ((size_t)INT_MAX)
+
+int rl__fs_check_path(const char *path);
+int rl__fs_check_req(rl_loop *loop, rl_req *req, rl_req_cb cb);
+/* Clears req (but data) and sets what every request has. */
+void rl__fs_prep(rl_loop *loop, rl_req *req, uint8_t op, rl_req_cb cb);
+/* Accepts a request checked and prepared: in flight from here on. */
+int rl__fs_accept(rl_loop *loop, rl_req *req);
+
 /* fs.c: synchronous helpers the backends share. */
 /* rl__read_file_fd()'s answer when a RWF_NOWAIT read would block. */
 #define RL__WOULD_BLOCK INT64_MIN
@@ -113,6 +132,8 @@ struct stat;
 int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 			 int rwflags, bool (*give_up)(void), uint64_t *reads);
 int rl__read_file_grow(rl_req *req, size_t want);
+/* fs_write.c: frees the registered buffers' copy (rl_loop_close()). */
+void rl__fs_free(rl_loop *loop);
 
 /* The read_file buffer a request starts with (loop-grown mode). */
 #define RL__READ_FILE_FIRST 4096

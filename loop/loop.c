@@ -175,7 +175,9 @@ const char *rl_strerror(int err)
 	case -EBUSY:
 		return "request already in flight, or loop running";
 	case -EINVAL:
-		return "invalid argument or unsupported option combination";
+		return "invalid argument (for O_DIRECT I/O: a buffer, offset or "
+		       "length not aligned as the file system needs) or "
+		       "unsupported option combination";
 	default:
 		return strerror(err < 0 ? -err : err);
 	}
@@ -423,6 +425,7 @@ int rl_loop_close(rl_loop *loop)
 		sched_yield();
 	rl__drain_posts(loop);
 	loop->backend->destroy(loop);
+	rl__fs_free(loop);
 	rl__timers_free(loop);
 	free(loop);
 	return 0;

@@ -100,6 +100,7 @@ static int uring_setup(rl_loop *loop, struct rl__uring *u,
 		return ret;
 	loop->be = u;
 	u->sqpoll = opt->flags & RL_SQPOLL;
+	u->sqe_flags = (opt->flags & RL_FORCE_ASYNC) ? IOSQE_ASYNC : 0;
 	if (p.cq_entries <= CQ_SPARE + 3)
 		return -EINVAL;
 	u->cq_budget = p.cq_entries - CQ_SPARE;
@@ -442,4 +443,5 @@ const struct rl__backend rl__backend_uring = {
 	.cancel = uring_cancel,
 	.wait = uring_wait,
 	.wake = uring_wake,
+	.register_buffers = rl__uring_register_buffers,
 };

@@ -32,6 +32,7 @@ struct rl__uring {
 	bool direct;	/* direct descriptors registered */
 	bool link;	/* read_file as one linked chain */
 	bool sqpoll;
+	uint8_t sqe_flags; /* on every file request's SQEs (IOSQE_ASYNC) */
 	bool closing;
 	int32_t *free_slots;
 	unsigned nfree;
@@ -112,5 +113,8 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req);
 /* The loop closes: the fd waiters go back to pending, to be cancelled. */
 void rl__uring_fs_closing(struct rl__uring *u);
+/* The backend's register_buffers (uring_fs_write.c). */
+int rl__uring_register_buffers(rl_loop *loop, const struct iovec *iov,
+			       unsigned n);
 
 #endif /* RINGLOOP_URING_H */

@@ -37,23 +37,28 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "uring.h"
+#include "uring_fs.h"
 
-/* Step of a read_file that runs one SQE at a time (no link, no direct
- * descriptors, or a file that outgrew its first buffer). */
-enum { STEP_CHAIN = 0, STEP_OPEN, STEP_READ, STEP_CLOSE };
+/* IORING_OP_FTRUNCATE came with Linux 6.9; liburing 2.3 has neither its
+ * number nor a prep helper. */
+#define RL__OP_FTRUNCATE 55
+
+#ifndef STATX_DIOALIGN
+#define STATX_DIOALIGN 0x00002000U /* Linux 6.1 */
+#endif
 
 void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 {
 	struct rl__uring_req *ur = rl__ur(req);
 
 	ur->slot = -1;
-	if (req->op == RL_OP_READ_FILE) {
+	ur->res[0] = 0;
+	ur->res[1] = 0;
+	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE)
 		ur->step = u->link ? STEP_CHAIN : STEP_OPEN;
-		ur->res[0] = 0;
-		ur->res[1] = 0;
-	}
 }
 
 struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u,
@@ -62,6 +67,8 @@ struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u,
 	struct rl__uring_need need = { .sqes = 1, .slot = false };
 	int32_t step = rl__ur(req)->step;
 
+	if (req->op == RL_OP_WRITE_FILE)
+		return rl__uring_wf_need(u, req);
 	if (req->op != RL_OP_READ_FILE)
 		return need;
 	if (step == STEP_CHAIN && u->link)
@@ -147,18 +154,11 @@ static void prep_read_file_step(struct rl__uring *u, rl_req *req)
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
 }
 
-void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
+/* The requests that take one SQE and whose CQE is their result. */
+static void prep_single(struct rl__uring *u, rl_req *req)
 {
-	struct io_uring_sqe *sqe;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 
-	if (req->op == RL_OP_READ_FILE) {
-		if (rl__ur(req)->step == STEP_CHAIN && u->link)
-			prep_chain(u, req);
-		else
-			prep_read_file_step(u, req);
-		return;
-	}
-	sqe = io_uring_get_sqe(&u->ring);
 	switch (req->op) {
 	case RL_OP_OPEN:
 		io_uring_prep_openat(sqe, AT_FDCWD, req->path, req->flags,
@@ -175,8 +175,72 @@ void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
 		io_uring_prep_statx(sqe, AT_FDCWD, req->path, 0,
 				    STATX_BASIC_STATS, req->stx);
 		break;
+	case RL_OP_READV:
+		io_uring_prep_readv(sqe, req->fd, req->iov, req->count,
+				    (uint64_t)req->offset);
+		break;
+	case RL_OP_READ_FIXED:
+		io_uring_prep_read_fixed(sqe, req->fd, req->buf,
+					 (unsigned)req->len,
+					 (uint64_t)req->offset, (int)req->count);
+		break;
+	case RL_OP_FSYNC:
+		io_uring_prep_fsync(sqe, req->fd,
+				    (req->flags & RL_FSYNC_DATASYNC)
+					    ? IORING_FSYNC_DATASYNC
+					    : 0);
+		break;
+	case RL_OP_FTRUNCATE:
+		/* The length goes in off, everything else is zero. */
+		io_uring_prep_rw(RL__OP_FTRUNCATE, sqe, req->fd, NULL, 0,
+				 (uint64_t)req->offset);
+		break;
+	case RL_OP_FALLOCATE:
+		io_uring_prep_fallocate(sqe, req->fd, req->flags,
+					(off_t)req->offset, (off_t)req->len);
+		break;
+	case RL_OP_UNLINK:
+		io_uring_prep_unlinkat(sqe, AT_FDCWD, req->path, 0);
+		break;
+	case RL_OP_RMDIR:
+		io_uring_prep_unlinkat(sqe, AT_FDCWD, req->path, AT_REMOVEDIR);
+		break;
+	case RL_OP_MKDIR:
+		io_uring_prep_mkdirat(sqe, AT_FDCWD, req->path,
+				      (mode_t)req->mode);
+		break;
+	case RL_OP_RENAME:
+		io_uring_prep_renameat(sqe, AT_FDCWD, req->path, AT_FDCWD,
+				       req->path2, (unsigned)req->flags);
+		break;
+	case RL_OP_FSTAT:
+		io_uring_prep_statx(sqe, req->fd, "", AT_EMPTY_PATH,
+				    STATX_BASIC_STATS | STATX_DIOALIGN,
+				    req->stx);
+		break;
 	}
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
+}
+
+void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
+{
+	unsigned first = u->ring.sq.sqe_tail;
+
+	if (req->op == RL_OP_READ_FILE) {
+		if (rl__ur(req)->step == STEP_CHAIN && u->link)
+			prep_chain(u, req);
+		else
+			prep_read_file_step(u, req);
+	} else if (req->op == RL_OP_WRITE_FILE) {
+		rl__uring_wf_prep(u, req);
+	} else if (rl__uring_is_write(req)) {
+		rl__uring_write_prep(u, req);
+	} else {
+		prep_single(u, req);
+	}
+	/* RL_FORCE_ASYNC: every SQE just prepared goes to io-wq. */
+	for (unsigned t = first; u->sqe_flags && t != u->ring.sq.sqe_tail; t++)
+		u->ring.sq.sqes[t & u->ring.sq.ring_mask].flags |= u->sqe_flags;
 }
 
 /* ----------------------------------------------------------- completions */
@@ -260,9 +324,9 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		rl__complete(loop, req, ret < 0 ? ret : ur->res[1]);
 }
 
-/* A read_file closed its fd: one that waited for an fd may try again,
- * ahead of new requests. */
-static void fd_released(struct rl__uring *u)
+/* A read_file or write_file closed its fd: one that waited for an fd may
+ * try again, ahead of new requests. */
+void rl__uring_fd_released(struct rl__uring *u)
 {
 	rl_req *req = rl__fifo_pop(&u->fd_wait);
 
@@ -324,7 +388,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		if (!u->direct) {
 			req->fd = -1;
 			u->fds_held--;
-			fd_released(u);
+			rl__uring_fd_released(u);
 		}
 		rl__complete(loop, req, ur->res[0]);
 		return;
@@ -342,7 +406,23 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			step_cqe(loop, u, req, tag, res);
 		return;
 	}
+	if (req->op == RL_OP_WRITE_FILE) {
+		rl__uring_wf_cqe(loop, u, req, tag, res);
+		return;
+	}
+	if (rl__uring_is_write(req)) {
+		rl__uring_write_cqe(loop, u, req, res);
+		return;
+	}
 	u->cq_owed -= 1;
+	if (req->op == RL_OP_FTRUNCATE && res == -EINVAL) {
+		/* A kernel before 6.9 does not know the opcode and says
+		 * -EINVAL, as ftruncate() does for a bad length or fd type.
+		 * Asking ftruncate() itself, on the loop thread, tells them
+		 * apart and gives the same answer as the epoll backend. */
+		loop->stats.syscalls++;
+		res = ftruncate(req->fd, (off_t)req->offset) < 0 ? -errno : 0;
+	}
 	rl__complete(loop, req, res);
 }
 
@@ -362,12 +442,37 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	 * wait forever; an async cancel interrupts those. A chain is
 	 * cancelled at its open: the rest of it fails after it, down to the
 	 * close. A cancel that finds nothing answers -ENOENT, ignored. */
-	if (req->op == RL_OP_READ_FILE)
+	if ((rl__req(req)->state & RL__REQ_QUEUED) && rl__uring_is_write(req) &&
+	    rl__fifo_remove(&u->cont, req)) {
+		/* The rest of a short write, waiting for room on the ring:
+		 * it holds nothing, so it stops here. */
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+		rl__complete(loop, req, -ECANCELED);
+		return;
+	}
+	/* In the kernel: most requests finish soon and report -ECANCELED
+	 * then, but a read of a pipe with no writer, or an open of a FIFO
+	 * (read_file's chain or step, or rl_fs_open) in an io-wq worker, can
+	 * wait forever, and so can a write to a full pipe; an async cancel
+	 * interrupts those. A chain is cancelled at its open, or at its
+	 * read or write: the rest of it fails after it, down to the close.
+	 * A cancel that finds nothing answers -ENOENT, ignored. */
+	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE)
 		rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_OPEN));
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_MAIN));
 }
 
+/* Closing: the fd waiters, and the rests of short writes (which hold no
+ * slot or fd), go back to pending, to be cancelled. read_file and
+ * write_file continuations stay: they hold a file and run to its close. */
 void rl__uring_fs_closing(struct rl__uring *u)
 {
+	struct rl__fifo keep = { 0 };
+	rl_req *req;
+
 	rl__fifo_splice(&u->pending, &u->fd_wait);
+	while ((req = rl__fifo_pop(&u->cont)))
+		rl__fifo_push(rl__uring_is_write(req) ? &u->pending : &keep,
+			      req);
+	u->cont = keep;
 }

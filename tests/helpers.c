@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -210,4 +212,45 @@ bool thave_resolve_cached(void)
 		return false;
 	close(fd);
 	return true;
+}
+
+static char mnt[512];
+
+void tumount(void)
+{
+	if (mnt[0] && umount2(mnt, MNT_DETACH) == 0)
+		mnt[0] = 0;
+}
+
+const char *tmount_tmpfs(const char *name, size_t size)
+{
+	char opts[64];
+	const char *path = tpath(name);
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root for a private tmpfs mount");
+	if (unshare(CLONE_NEWNS) < 0)
+		cr_skip_test("unshare(CLONE_NEWNS): %s", strerror(errno));
+	/* The new namespace's mounts are copies of the host's and, under
+	 * systemd, shared with them: make them private first, or the tmpfs
+	 * would show up on the host. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		cr_skip_test("make / private: %s", strerror(errno));
+	cr_assert_eq(mkdir(path, 0755), 0, "mkdir %s: %s", path,
+		     strerror(errno));
+	snprintf(opts, sizeof(opts), "size=%zu,mode=0755", size);
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		cr_skip_test("mount tmpfs: %s", strerror(errno));
+	snprintf(mnt, sizeof(mnt), "%s", path);
+	/* Registered after tdir()'s cleanup, so it runs before it: the
+	 * scratch directory can then go. */
+	atexit(tumount);
+	return mnt;
+}
+
+void tmount_readonly(const char *path)
+{
+	cr_assert_eq(mount(NULL, path, NULL,
+			   MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+		     0, "remount %s read-only: %s", path, strerror(errno));
 }

@@ -83,4 +83,16 @@ void tseen_cb(rl_req *req);
 /* Runs the loop to idle and asserts it returned >= 0. */
 void trun(rl_loop *loop);
 
+/*
+ * A tmpfs of size bytes mounted at tpath(name), in a mount namespace of
+ * this test's own process (unshare(CLONE_NEWNS), every mount private), so
+ * that nothing is seen outside it and it goes with the process. Skips the
+ * test, with the reason, where that is not allowed (not root, or
+ * unshare() refused). tmount_readonly() remounts it read-only; the mount
+ * goes at the end of the test, or with tumount().
+ */
+const char *tmount_tmpfs(const char *name, size_t size);
+void tmount_readonly(const char *mnt);
+void tumount(void);
+
 #endif

@@ -67,6 +67,9 @@ enum rl_flags {
 	RL_NO_LINK = 1u << 5,	     /* io_uring: read_file as 3 round trips */
 	RL_NO_DIRECT = 1u << 6,	     /* io_uring: plain fds, not direct ones */
 	RL_NO_INLINE = 1u << 7,	     /* epoll: no inline fast path, pool only */
+	RL_FORCE_ASYNC = 1u << 9,    /* io_uring: IOSQE_ASYNC on every file
+				      * request, so io-wq workers run them
+				      * (see iowq_max for their number) */
 };
 
 struct rl_options {
@@ -205,6 +208,20 @@ enum rl_op {
 	RL_OP_CLOSE,
 	RL_OP_STAT,
 	RL_OP_READ_FILE,
+	RL_OP_WRITE,
+	RL_OP_READV,
+	RL_OP_WRITEV,
+	RL_OP_READ_FIXED,
+	RL_OP_WRITE_FIXED,
+	RL_OP_FSYNC,
+	RL_OP_FTRUNCATE,
+	RL_OP_FALLOCATE,
+	RL_OP_UNLINK,
+	RL_OP_RMDIR,
+	RL_OP_MKDIR,
+	RL_OP_RENAME,
+	RL_OP_FSTAT,
+	RL_OP_WRITE_FILE,
 };
 
 typedef void (*rl_req_cb)(rl_req *req);
@@ -235,7 +252,8 @@ struct rl_req {
 	uint8_t op;	/* enum rl_op */
 
 	/* Arguments, kept as submitted. For read_file, buf and len describe
-	 * the data in the callback (buf may have been grown). */
+	 * the data in the callback (buf may have been grown); for readv and
+	 * writev, len is the total of the iovecs' lengths. */
 	int fd;
 	int flags;
 	unsigned mode;
@@ -260,15 +278,20 @@ struct rl_req {
 void rl_req_init(rl_req *req);
 
 /*
- * Opens path; result is the new fd. The fd is the caller's to close.
- * If the request is cancelled after the kernel opened the file, the loop
- * closes the fd itself.
+ * Opens path with open(2)'s flags and mode (O_CREAT, O_EXCL, O_TRUNC,
+ * O_APPEND, O_DIRECT... all as open(2) takes them); result is the new fd.
+ * The fd is the caller's to close. If the request is cancelled after the
+ * kernel opened the file, the loop closes the fd itself. On epoll, open
+ * O_DIRECT files with this call rather than open(2): the loop then knows
+ * to send their reads to the pool, since a direct read waits for the
+ * device even where buffered reads would not.
  */
 int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
 	    unsigned mode, rl_req_cb cb);
 
 /* Reads up to len bytes at offset (or at the fd's position when offset is
- * -1); result is the byte count, 0 at end of file. */
+ * -1); result is the byte count, 0 at end of file. A read may return less
+ * than len (a pipe, a socket), as read(2) does. */
 int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
 	    int64_t offset, rl_req_cb cb);
 
@@ -292,10 +315,140 @@ int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
 int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 		 size_t len, unsigned flags, rl_req_cb cb);
 
+/* ------------------------------------------------------ writing to files */
+
+/*
+ * Writes. Every write below (write, writev, write_fixed, write_file)
+ * writes ALL of its data or fails: a short write (a pipe with less room, a
+ * file system filling up) is continued by the loop from where it stopped,
+ * and the callback says len (the total) only when every byte went through.
+ * A write that fails half-way, or is cancelled, reports -errno (-ENOSPC,
+ * -EPIPE, -ECANCELED...), and then the file may hold a part of the data.
+ * A write to a pipe or socket waits for room, also when the fd is
+ * O_NONBLOCK, as a read waits for data. A write to a pipe whose reader is
+ * gone fails with -EPIPE; on io_uring the kernel also raises SIGPIPE then,
+ * as write(2) does, so a program writing to pipes ignores SIGPIPE.
+ *
+ * offset is a position in the file, or -1 for the fd's file position
+ * (which the write then advances); an fd opened with O_APPEND appends
+ * whatever offset says. Two writes in flight on one file position (-1) go
+ * out in no defined order: chain them, or give offsets.
+ *
+ * O_DIRECT: an fd opened with O_DIRECT needs buffers, offsets and lengths
+ * aligned as its file system says (rl_fs_fstat() below tells: the
+ * stx_dio_mem_align and stx_dio_offset_align fields); a misaligned read
+ * or write fails with -EINVAL in its callback, on every backend.
+ *
+ * "Done" means handed to the kernel (the page cache, for buffered files),
+ * as with write(2): rl_fs_fsync(), or RL_WRITE_FILE_FSYNC, makes it
+ * durable.
+ */
+
+/* Writes len bytes at offset (-1: the file position); result is len. */
+int rl_fs_write(rl_loop *loop, rl_req *req, int fd, const void *buf,
+		size_t len, int64_t offset, rl_req_cb cb);
+
+/*
+ * Vectored reads and writes: iovcnt buffers (at most IOV_MAX, 1024; iov
+ * and the buffers stay the caller's and must live until the callback).
+ * The loop sets req->len to the total of the lengths. readv may return
+ * less than that, as rl_fs_read() does; writev writes it all.
+ */
+int rl_fs_readv(rl_loop *loop, rl_req *req, int fd, const struct iovec *iov,
+		unsigned iovcnt, int64_t offset, rl_req_cb cb);
+int rl_fs_writev(rl_loop *loop, rl_req *req, int fd, const struct iovec *iov,
+		 unsigned iovcnt, int64_t offset, rl_req_cb cb);
+
+/*
+ * Registered (fixed) buffers. rl_loop_register_buffers() makes iov[0..n-1]
+ * the loop's buffer set (n = 0: none), replacing the previous one. Each
+ * buffer is non-empty and at most 1 GiB, n at most 16384; the loop keeps a
+ * copy of iov, not of the memory, which stays the caller's and must live
+ * as long as it is registered (until the next call, or rl_loop_close()).
+ * Returns 0, -EINVAL for a bad set, -EBUSY while requests are in flight,
+ * or what the kernel says (on io_uring the pages are pinned:
+ * io_uring_register_buffers(), -ENOMEM or -EOPNOTSUPP for memory it
+ * cannot pin, such as a file mapping).
+ *
+ * rl_fs_read_fixed() and rl_fs_write_fixed() are rl_fs_read() and
+ * rl_fs_write() on [buf, buf + len), which must lie inside registered
+ * buffer index (else -EFAULT, from the submitting call). On io_uring they
+ * are IORING_OP_READ_FIXED and WRITE_FIXED, which skip mapping the pages
+ * at every request; on epoll they are plain reads and writes, with the
+ * same results.
+ */
+int rl_loop_register_buffers(rl_loop *loop, const struct iovec *iov,
+			     unsigned n);
+int rl_fs_read_fixed(rl_loop *loop, rl_req *req, int fd, void *buf,
+		     size_t len, int64_t offset, unsigned index, rl_req_cb cb);
+int rl_fs_write_fixed(rl_loop *loop, rl_req *req, int fd, const void *buf,
+		      size_t len, int64_t offset, unsigned index,
+		      rl_req_cb cb);
+
+/* rl_fs_fsync() flags */
+enum rl_fsync_flags {
+	RL_FSYNC_DATASYNC = 1u << 0, /* fdatasync(): data, and only the
+				      * metadata needed to read it back */
+};
+
+/* fsync() (or fdatasync() with RL_FSYNC_DATASYNC) of fd; result 0. */
+int rl_fs_fsync(rl_loop *loop, rl_req *req, int fd, unsigned flags,
+		rl_req_cb cb);
+
+/* ftruncate(): fd's file becomes length bytes long; result 0. On io_uring
+ * this needs IORING_OP_FTRUNCATE (Linux 6.9); before it, the loop thread
+ * makes the call itself. */
+int rl_fs_ftruncate(rl_loop *loop, rl_req *req, int fd, int64_t length,
+		    rl_req_cb cb);
+
+/* fallocate(fd, mode, offset, len): mode 0 allocates (and extends the file),
+ * or FALLOC_FL_* flags (KEEP_SIZE, PUNCH_HOLE...); result 0. */
+int rl_fs_fallocate(rl_loop *loop, rl_req *req, int fd, int mode,
+		    int64_t offset, int64_t len, rl_req_cb cb);
+
+/* unlink(), rmdir() and mkdir() of path; result 0. */
+int rl_fs_unlink(rl_loop *loop, rl_req *req, const char *path, rl_req_cb cb);
+int rl_fs_rmdir(rl_loop *loop, rl_req *req, const char *path, rl_req_cb cb);
+int rl_fs_mkdir(rl_loop *loop, rl_req *req, const char *path, unsigned mode,
+		rl_req_cb cb);
+
+/* renameat2() of from to to; flags 0 (replace to if it exists, as
+ * rename() does), or RENAME_NOREPLACE, RENAME_EXCHANGE; result 0. */
+int rl_fs_rename(rl_loop *loop, rl_req *req, const char *from,
+		 const char *to, unsigned flags, rl_req_cb cb);
+
+/* statx() of the open file fd into *stx; result 0. It asks for the basic
+ * stats and STATX_DIOALIGN (Linux 6.1): stx->stx_mask says which came. */
+int rl_fs_fstat(rl_loop *loop, rl_req *req, int fd, struct statx *stx,
+		rl_req_cb cb);
+
+/* rl_fs_write_file() flags */
+enum rl_write_file_flags {
+	RL_WRITE_FILE_FSYNC = 1u << 0,	  /* fsync() before the close */
+	RL_WRITE_FILE_DATASYNC = 1u << 1, /* fdatasync() before the close */
+	RL_WRITE_FILE_EXCL = 1u << 2,	  /* fail with -EEXIST if path exists */
+	RL_WRITE_FILE_APPEND = 1u << 3,	  /* append instead of truncating */
+};
+
+/*
+ * Writes a whole file: creates path (with mode, as open(2) does, under
+ * the umask) or truncates it, writes len bytes of buf, fsyncs if asked,
+ * and closes it. result is len, or -errno of the first step that failed
+ * (the file may then exist, partly written). On io_uring this is one
+ * linked chain (open, write, fsync, close on a direct descriptor) in a
+ * single submission; on epoll, one job of the thread pool.
+ */
+int rl_fs_write_file(rl_loop *loop, rl_req *req, const char *path,
+		     const void *buf, size_t len, unsigned flags,
+		     unsigned mode, rl_req_cb cb);
+
 /*
  * Cancels a request in flight: its callback runs with -ECANCELED. Returns 0,
  * -ENOENT when the request is not in flight (done, or never submitted), or
- * -EALREADY when it was cancelled already.
+ * -EALREADY when it was cancelled already. What a cancelled request did
+ * before it stopped stays done: a cancelled write, rename or unlink may
+ * have happened, all or (a write) in part. The loop only ever reports
+ * success for what happened.
  */
 int rl_cancel(rl_loop *loop, rl_req *req);
 

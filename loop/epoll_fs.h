@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoll_fs.h - what the epoll backend's two files of file operations
+ * share: epoll_fs.c (the job table, reads and the fast path) and
+ * epoll_fs_write.c (the pool jobs of writes and of the other requests).
+ * Neither the core (epoll.c) nor anything outside the backend includes
+ * it.
+ */
+#ifndef RINGLOOP_EPOLL_FS_H
+#define RINGLOOP_EPOLL_FS_H
+
+#include <sys/types.h>
+
+#include "epoll.h"
+
+/*
+ * One preadv2() or pwritev2() of req's data (buf and len, or its iovecs)
+ * on fd, leaving out the first skip bytes: at req->offset + skip, or at
+ * the file position when req->offset is -1. Returns what the syscall
+ * returns, errno set.
+ */
+ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write);
+
+/* Pool jobs of epoll_fs_write.c. */
+void rl__ep_job_write(rl_req *req);
+void rl__ep_job_write_file(rl_req *req);
+void rl__ep_job_fsync(rl_req *req);
+void rl__ep_job_ftruncate(rl_req *req);
+void rl__ep_job_fallocate(rl_req *req);
+void rl__ep_job_path(rl_req *req); /* unlink, rmdir, mkdir, rename */
+void rl__ep_job_fstat(rl_req *req);
+
+#endif /* RINGLOOP_EPOLL_FS_H */

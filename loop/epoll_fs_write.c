@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoll_fs_write.c - the epoll backend's pool jobs for writes (write,
+ * writev, write_fixed, write_file) and for the requests beyond open, read,
+ * close and stat (fsync, ftruncate, fallocate, unlink, rmdir, mkdir,
+ * rename, fstat). None of them has a fast path (epoll_fs.c says why).
+ *
+ * As in epoll_fs.c, a job runs on a worker, reads the request's arguments
+ * and leaves its result in res[0]. A call interrupted by the pool's signal
+ * is retried unless the job was asked to give up, and then fails with
+ * -EINTR, which the loop reports as -ECANCELED.
+ *
+ * A write finishes what a short write left, as on io_uring (ringloop.h):
+ * a pipe or socket without room makes the worker wait for it in poll(),
+ * which the pool's signal interrupts, so a write to a pipe nobody reads
+ * can still be cancelled, and an O_NONBLOCK fd waits the same way.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "epoll_fs.h"
+
+#ifndef STATX_DIOALIGN
+#define STATX_DIOALIGN 0x00002000U /* Linux 6.1 */
+#endif
+
+/* -errno of a call that failed with EINTR: retry (0), or give up. */
+static int interrupted(void)
+{
+	return rl__pool_job_cancelled() ? -EINTR : 0;
+}
+
+/* Waits until fd takes more data (or has an error to report). */
+static int wait_writable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	for (;;) {
+		int n = poll(&p, 1, -1);
+
+		if (n > 0)
+			return (p.revents & POLLNVAL) ? -EBADF : 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n < 0 && interrupted())
+			return -EINTR;
+	}
+}
+
+/* Writes all of req's data to fd; len, or -errno. */
+static int64_t write_all(rl_req *req, int fd)
+{
+	size_t done = 0;
+	ssize_t r;
+	int err;
+
+	/* At least one call, also for len 0: a bad fd fails as on io_uring. */
+	for (;;) {
+		r = rl__ep_rw(req, fd, done, 0, true);
+		if (r >= 0) {
+			done += (size_t)r;
+			if (done >= req->len)
+				return (int64_t)req->len;
+			if (r == 0)
+				return -EIO; /* as uring_fs_write.c */
+			/* A blocking pipe write cut short by the pool's
+			 * signal returns what it wrote, not EINTR. */
+			if (interrupted())
+				return -EINTR;
+			continue;
+		}
+		err = errno;
+		if (err == EINTR && !interrupted())
+			continue;
+		if (err == EAGAIN && (err = -wait_writable(fd)) == 0)
+			continue;
+		return -err;
+	}
+}
+
+void rl__ep_job_write(rl_req *req)
+{
+	rl__epr(req)->res[0] = write_all(req, req->fd);
+}
+
+static int sync_fd(int fd, bool datasync)
+{
+	int ret;
+
+	do {
+		ret = datasync ? fdatasync(fd) : fsync(fd);
+	} while (ret < 0 && errno == EINTR && !interrupted());
+	return ret < 0 ? -errno : 0;
+}
+
+void rl__ep_job_fsync(rl_req *req)
+{
+	rl__epr(req)->res[0] = sync_fd(req->fd, req->flags & RL_FSYNC_DATASYNC);
+}
+
+void rl__ep_job_ftruncate(rl_req *req)
+{
+	int ret;
+
+	do {
+		ret = ftruncate(req->fd, (off_t)req->offset);
+	} while (ret < 0 && errno == EINTR && !interrupted());
+	rl__epr(req)->res[0] = ret < 0 ? -errno : 0;
+}
+
+void rl__ep_job_fallocate(rl_req *req)
+{
+	int ret;
+
+	do {
+		ret = fallocate(req->fd, req->flags, (off_t)req->offset,
+				(off_t)req->len);
+	} while (ret < 0 && errno == EINTR && !interrupted());
+	rl__epr(req)->res[0] = ret < 0 ? -errno : 0;
+}
+
+void rl__ep_job_path(rl_req *req)
+{
+	int ret;
+
+	do {
+		switch (req->op) {
+		case RL_OP_UNLINK:
+			ret = unlinkat(AT_FDCWD, req->path, 0);
+			break;
+		case RL_OP_RMDIR:
+			ret = unlinkat(AT_FDCWD, req->path, AT_REMOVEDIR);
+			break;
+		case RL_OP_MKDIR:
+			ret = mkdirat(AT_FDCWD, req->path, (mode_t)req->mode);
+			break;
+		default: /* RL_OP_RENAME */
+			ret = renameat2(AT_FDCWD, req->path, AT_FDCWD,
+					req->path2, (unsigned)req->flags);
+			break;
+		}
+	} while (ret < 0 && errno == EINTR && !interrupted());
+	rl__epr(req)->res[0] = ret < 0 ? -errno : 0;
+}
+
+void rl__ep_job_fstat(rl_req *req)
+{
+	int ret = statx(req->fd, "", AT_EMPTY_PATH,
+			STATX_BASIC_STATS | STATX_DIOALIGN, req->stx);
+
+	rl__epr(req)->res[0] = ret < 0 ? -errno : 0;
+}
+
+/* write_file is one job: open (create or truncate), write everything,
+ * fsync if asked, close. The first failure is the result; the file is
+ * closed whatever happened. */
+void rl__ep_job_write_file(rl_req *req)
+{
+	int oflags = O_WRONLY | O_CREAT | O_CLOEXEC;
+	int64_t res;
+	int fd;
+
+	oflags |= (req->flags & RL_WRITE_FILE_APPEND) ? O_APPEND : O_TRUNC;
+	if (req->flags & RL_WRITE_FILE_EXCL)
+		oflags |= O_EXCL;
+	do {
+		fd = openat(AT_FDCWD, req->path, oflags, (mode_t)req->mode);
+	} while (fd < 0 && errno == EINTR && !interrupted());
+	if (fd < 0) {
+		rl__epr(req)->res[0] = -errno;
+		return;
+	}
+	res = req->len ? write_all(req, fd) : 0;
+	if (res >= 0 &&
+	    (req->flags & (RL_WRITE_FILE_FSYNC | RL_WRITE_FILE_DATASYNC)))
+		res = sync_fd(fd, !(req->flags & RL_WRITE_FILE_FSYNC));
+	/* close() is never retried: the fd is gone even after EINTR. */
+	if (close(fd) < 0 && res >= 0)
+		res = -errno;
+	rl__epr(req)->res[0] = res < 0 ? res : (int64_t)req->len;
+}
