@@ -57,6 +57,9 @@ void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 	ur->slot = -1;
 	ur->res[0] = 0;
 	ur->res[1] = 0;
+	ur->step = 0;
+	if (rl__uring_is_write(req))
+		ur->res[0] = req->offset; /* see uring_fs_write.c */
 	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE)
 		ur->step = u->link ? STEP_CHAIN : STEP_OPEN;
 }

@@ -12,6 +12,18 @@
  * -errno, or the request is stopped (then -ECANCELED: part of the data
  * was written, none of it reported as written).
  *
+ * Short writes at the file position (offset -1) of a regular file or
+ * block device need more: the kernel finishes a partial write of those
+ * itself (io_uring/rw.c, need_complete_io()), so a short CQE means that
+ * its retry failed; it then reports the bytes written but leaves f_pos
+ * where the write started (kiocb_done() moves f_pos only when the last
+ * attempt succeeded; 6.18 does so). Going on at the file position would
+ * write the rest over the start, and on a file system whose overwrite
+ * needs no new block (tmpfs full to the last page) "succeed". So such a
+ * write goes on at explicit offsets from the position lseek() reports,
+ * and puts f_pos after what it wrote when it ends, as write(2) would.
+ * A pipe or socket has no position: its rest goes at -1 as before.
+ *
  * write_file's chain is open -> write -> [fsync] -> close on one direct
  * descriptor slot, in one submission:
  *
@@ -26,11 +38,14 @@
  *  - After a failure at the open, nothing was opened. After one at the
  *    write or the fsync, the slot holds the open file: the request goes
  *    on one SQE at a time (the rest of the write, the fsync, the close).
- *  - The write goes at the file position (-1): 0 after O_TRUNC, the end
- *    with O_APPEND, and where a short write stopped.
+ *  - The write goes at explicit offsets (0, then where a short write
+ *    stopped), not at the file position (see above); O_APPEND ignores
+ *    them and appends, and a FIFO has no offsets.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "uring_fs.h"
 
@@ -57,13 +72,22 @@ int rl__uring_register_buffers(rl_loop *loop, const struct iovec *iov,
 
 /* ------------------------------------------------------------ writes */
 
+/*
+ * A write keeps in its backend words: res[1] the bytes written so far,
+ * res[0] the file offset where its data starts (req->offset, or where the
+ * file position was, see above), or -1 for the file position; step is
+ * WRITE_MOVE_POS once it took over the file position from the kernel,
+ * WRITE_STREAM once it knows its fd has none.
+ */
+enum { WRITE_MOVE_POS = 1, WRITE_STREAM = 2 };
+
 /* The rest of a write: what follows the res[1] bytes written so far. */
 void rl__uring_write_prep(struct rl__uring *u, rl_req *req)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 	size_t done = (size_t)rl__ur(req)->res[1];
-	uint64_t off =
-		req->offset < 0 ? (uint64_t)-1 : (uint64_t)req->offset + done;
+	int64_t base = rl__ur(req)->res[0];
+	uint64_t off = base < 0 ? (uint64_t)-1 : (uint64_t)base + done;
 	const char *buf = (const char *)req->buf + done;
 	unsigned left = (unsigned)(req->len - done);
 	const struct iovec *iov = req->iov;
@@ -117,15 +141,50 @@ static int written(struct rl__uring *u, rl_req *req, int32_t res)
 	return rl__uring_stopping(u, req) ? -ECANCELED : 1;
 }
 
+/* A write at the file position came back short (see the top of this
+ * file): on a regular file or block device, go on at explicit offsets from
+ * where the kernel left f_pos. */
+static void take_position(rl_loop *loop, rl_req *req, int32_t res)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+	struct stat st;
+	off_t pos;
+
+	if (ur->step == WRITE_STREAM)
+		return;
+	ur->step = WRITE_STREAM;
+	loop->stats.syscalls++;
+	if (fstat(req->fd, &st) < 0 ||
+	    !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
+		return;
+	loop->stats.syscalls++;
+	pos = lseek(req->fd, 0, SEEK_CUR);
+	if (pos < 0)
+		return;
+	/* f_pos is where this write's last SQE started, and its res bytes
+	 * are there; the bytes before them (res[1] counts both) are
+	 * before it. */
+	ur->res[0] = (int64_t)pos - (ur->res[1] - res);
+	ur->step = WRITE_MOVE_POS;
+}
+
 void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			 int32_t res)
 {
+	struct rl__uring_req *ur = rl__ur(req);
 	int ret = written(u, req, res);
 
 	u->cq_owed -= 1;
+	if (ret == 1 && ur->res[0] < 0)
+		take_position(loop, req, res);
 	if (ret == 1) {
 		rl__uring_push_or_queue(loop, u, req, &u->cont);
 		return;
+	}
+	if (ur->step == WRITE_MOVE_POS) {
+		/* After the bytes written, as write(2) leaves it. */
+		loop->stats.syscalls++;
+		lseek(req->fd, (off_t)(ur->res[0] + ur->res[1]), SEEK_SET);
 	}
 	rl__complete(loop, req, ret < 0 ? ret : (int64_t)req->len);
 }
@@ -180,8 +239,7 @@ static void prep_chain(struct rl__uring *u, rl_req *req)
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_OPEN));
 
 	sqe = io_uring_get_sqe(&u->ring);
-	io_uring_prep_write(sqe, (int)slot, req->buf, (unsigned)req->len,
-			    (uint64_t)-1);
+	io_uring_prep_write(sqe, (int)slot, req->buf, (unsigned)req->len, 0);
 	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
 
@@ -219,7 +277,7 @@ static void prep_step(struct rl__uring *u, rl_req *req)
 		break;
 	case STEP_WRITE:
 		io_uring_prep_write(sqe, fd, (const char *)req->buf + done,
-				    (unsigned)(req->len - done), (uint64_t)-1);
+				    (unsigned)(req->len - done), done);
 		break;
 	case STEP_SYNC:
 		io_uring_prep_fsync(sqe, fd, wf_fsync_flags(req));

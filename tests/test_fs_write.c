@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -799,6 +800,132 @@ BACKEND_TEST(fs_write, write_to_a_broken_pipe)
 	tclose(loop);
 }
 
+/* A FIFO's reader opens it and drains it slowly, checking every byte. */
+struct fifo_reader {
+	const char *path;
+	size_t want;
+	size_t got;
+	bool ok;
+};
+
+static void *read_fifo(void *arg)
+{
+	struct fifo_reader *f = arg;
+	struct drain d = { .want = f->want, .name = "fifo" };
+
+	d.fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	if (d.fd < 0)
+		return NULL;
+	drain_pipe(&d);
+	close(d.fd);
+	f->got = d.got;
+	f->ok = d.ok;
+	return NULL;
+}
+
+/*
+ * write_file into a FIFO: the open waits for the reader, and the write
+ * comes back short (a pipe's worth) - in the io_uring chain that stops the
+ * links before the fsync and close, and the loop must write the rest into
+ * the same open file, then close it.
+ */
+BACKEND_TEST(fs_write, write_file_into_a_fifo_is_completed)
+{
+	size_t len = 1u << 20;
+	unsigned char *data = pattern("fifo", len);
+	const char *path = spath("fifo");
+	struct fifo_reader f = { .path = path, .want = len };
+	pthread_t th;
+	struct one o;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(mkfifo(path, 0644), 0);
+	cr_assert_eq(pthread_create(&th, NULL, read_fifo, &f), 0);
+	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), path, data, len, 0,
+				      0644, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), (int64_t)len);
+	pthread_join(th, NULL);
+	cr_assert_eq(f.got, len);
+	cr_assert(f.ok, "the bytes came out of order or wrong");
+	free(data);
+	tclose(loop);
+}
+
+/* 2,000 write_files at once with 64 fds: each waits for an fd (or a
+ * slot) rather than failing with EMFILE. */
+BACKEND_TEST(fs_write, write_files_with_a_low_nofile_limit_queue)
+{
+	enum { N = 2000 };
+	static rl_req reqs[N];
+	static char names[N][16];
+	struct rlimit rl = { 64, 64 };
+	struct tseen s = { 0 };
+	rl_loop *loop;
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	for (int i = 0; i < N; i++)
+		snprintf(names[i], sizeof(names[i]), "nf%d", i);
+	/* The paths first: spath() keeps a malloc'ed copy of each. */
+	for (int i = 0; i < N; i++)
+		reqs[i] = (rl_req){ .data = &s, .path = spath(names[i]) };
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	loop = tloop(tp);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], reqs[i].path,
+					      names[i], strlen(names[i]), 0,
+					      0644, tseen_cb),
+			     0);
+	trun(loop);
+	cr_assert_eq(s.calls, N);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(reqs[i].result, (int64_t)strlen(names[i]),
+			     "write_file %d: %s", i,
+			     rl_strerror((int)reqs[i].result));
+		check_content(reqs[i].path, names[i], strlen(names[i]));
+	}
+	tclose(loop);
+}
+
+/* RL_FORCE_ASYNC (IOSQE_ASYNC on every SQE; epoll ignores it): the same
+ * results, chains included. */
+BACKEND_TEST(fs_write, force_async_gives_the_same_results)
+{
+	const char *path = spath("async");
+	unsigned char *data = pattern("async", 100000);
+	char buf[16];
+	struct rl_options opt;
+	struct one o;
+	rl_loop *loop;
+	int fd;
+
+	rl_options_init(&opt);
+	opt.flags = RL_FORCE_ASYNC;
+	opt.iowq_max = 2;
+	loop = tloop_opts(tp, &opt);
+	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), path, data, 100000,
+				      RL_WRITE_FILE_FSYNC, 0644, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), 100000);
+	check_content(path, data, 100000);
+	fd = open_fd(loop, path, O_RDWR | O_CLOEXEC, 0);
+	cr_assert_eq(do_write(loop, fd, "abc", 3, 5), 3);
+	cr_assert_eq(rl_fs_read(loop, one_req(&o), fd, buf, 10, 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), 10);
+	cr_assert_eq(memcmp(buf + 5, "abc", 3), 0);
+	cr_assert_eq(do_close(loop, fd), 0);
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&o), path, buf, sizeof(buf),
+				     0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -EFBIG);
+	cr_assert_eq(rl_fs_unlink(loop, one_req(&o), path, tseen_cb), 0);
+	cr_assert_eq(one_result(loop, &o), 0);
+	free(data);
+	tclose(loop);
+}
+
 /* ------------------------------------------------- full and read-only */
 
 /* A file system filling up: the kernel writes what fits (a short count),
@@ -816,16 +943,43 @@ BACKEND_TEST(fs_write, enospc_after_a_partial_write)
 
 	snprintf(path, sizeof(path), "%s/f", mnt);
 	snprintf(path2, sizeof(path2), "%s/g", mnt);
+	/* On io_uring the chain's write comes back short, which stops the
+	 * links; the rest is written into the same file: -ENOSPC. */
+	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), path2, data, len, 0,
+				      0644, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -ENOSPC,
+		     "backend %d flags %#x: %lld", tp->backend, tp->flags,
+		     (long long)o.s.result);
+	cr_assert_eq(stat(path2, &st), 0);
+	cr_assert_gt(st.st_size, 0, "part of it was written");
+	cr_assert_lt(st.st_size, (off_t)len);
+	cr_assert_eq(unlink(path2), 0);
 	fd = open_fd(loop, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 		     0644);
 	cr_assert_eq(do_write(loop, fd, data, len, 0), -ENOSPC);
 	cr_assert_eq(fstat(fd, &st), 0);
 	cr_assert_gt(st.st_size, 0, "part of it was written");
 	cr_assert_lt(st.st_size, (off_t)len);
-	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), path2, data, len, 0,
-				      0644, tseen_cb),
-		     0);
-	cr_assert_eq(one_result(loop, &o), -ENOSPC);
+	/* At the file position: the position ends after the bytes written,
+	 * as with write(2), and no byte was written over another. */
+	cr_assert_eq(ftruncate(fd, 0), 0);
+	cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
+	cr_assert_eq(do_write(loop, fd, "head", 4, -1), 4);
+	cr_assert_eq(do_write(loop, fd, data, len, -1), -ENOSPC);
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_gt(st.st_size, 4);
+	cr_assert_eq(lseek(fd, 0, SEEK_CUR), st.st_size);
+	{
+		size_t got;
+		char *back = slurp(path, &got);
+
+		cr_assert_eq(memcmp(back, "head", 4), 0);
+		cr_assert(memcmp(back + 4, data, got - 4) == 0,
+			  "the rest went over the start");
+		free(back);
+	}
+	/* Full: the first write fails at once. */
 	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), path2, data, 4096,
 				      RL_WRITE_FILE_FSYNC, 0644, tseen_cb),
 		     0);
