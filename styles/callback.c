@@ -1,48 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * callback.c - Node-like callbacks: a pooled request per read_file.
+ * callback.c - Node-like callbacks: the context and its pool of entries,
+ * one per request in flight (the operations are in callback_fs.c).
  *
  * Each pooled entry is a request plus the caller's callback and argument,
- * and keeps the buffer its last read grew, so a loop reading files of a
- * similar size stops allocating after the first few reads. Entries come in
- * chunks; a chunk is freed only by rl_cb_ctx_close().
+ * and keeps the buffer its last pooled read_file grew, so a loop reading
+ * files of a similar size stops allocating after the first few reads.
+ * Entries come in chunks; a chunk is freed only by rl_cb_ctx_close() or
+ * rl_cb_ctx_trim().
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "ringloop/callback.h"
+#include "callback_internal.h"
 
 #define CHUNK 64
 
-struct entry {
-	rl_req req;
-	rl_cb_data_fn done;
-	void *arg;
-	rl_cb_ctx *cbs;
-	struct entry *next_free;
-	bool in_use;
-};
-
-struct chunk {
-	struct chunk *next;
-	struct entry e[CHUNK];
-};
-
-struct rl_cb_ctx {
-	rl_loop *loop;
-	struct entry *free;
-	struct chunk *chunks;
-	size_t in_flight;
-	size_t pooled;
-	size_t guess; /* first buffer for a new entry */
+struct rl__cb_chunk {
+	struct rl__cb_chunk *next;
+	struct rl__cb_entry e[CHUNK];
 };
 
 /* A new entry's first buffer: small, because ten thousand reads in flight
- * each hold one, and learned from the files read so far, because a read
- * that outgrows it costs a second pass. */
+ * each hold one, and learned from the files read so far (callback_fs.c),
+ * because a read that outgrows it costs a second pass. */
 #define FIRST_GUESS 256
-#define MAX_GUESS (1u << 20)
 
 int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 {
@@ -61,7 +44,7 @@ int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 
 int rl_cb_ctx_close(rl_cb_ctx *cbs)
 {
-	struct chunk *c, *next;
+	struct rl__cb_chunk *c, *next;
 
 	if (!cbs)
 		return -EINVAL;
@@ -70,19 +53,19 @@ int rl_cb_ctx_close(rl_cb_ctx *cbs)
 	for (c = cbs->chunks; c; c = next) {
 		next = c->next;
 		for (int i = 0; i < CHUNK; i++)
-			free(c->e[i].req.buf);
+			free(c->e[i].buf);
 		free(c);
 	}
 	free(cbs);
 	return 0;
 }
 
-static struct entry *entry_get(rl_cb_ctx *cbs)
+struct rl__cb_entry *rl__cb_entry_get(rl_cb_ctx *cbs)
 {
-	struct entry *e = cbs->free;
+	struct rl__cb_entry *e = cbs->free;
 
 	if (!e) {
-		struct chunk *c = calloc(1, sizeof(*c));
+		struct rl__cb_chunk *c = calloc(1, sizeof(*c));
 
 		if (!c)
 			return NULL;
@@ -101,58 +84,11 @@ static struct entry *entry_get(rl_cb_ctx *cbs)
 	return e;
 }
 
-static void entry_put(rl_cb_ctx *cbs, struct entry *e)
+void rl__cb_entry_put(rl_cb_ctx *cbs, struct rl__cb_entry *e)
 {
 	e->in_use = false;
 	e->next_free = cbs->free;
 	cbs->free = e;
-}
-
-static void read_file_done(rl_req *req)
-{
-	struct entry *e = (struct entry *)req;
-	rl_cb_ctx *cbs = e->cbs;
-	rl_cb_data_fn done = e->done;
-	void *arg = e->arg;
-	int64_t res = req->result;
-
-	cbs->in_flight--;
-	if (res > 0 && (size_t)res > cbs->guess && cbs->guess < MAX_GUESS) {
-		while (cbs->guess < (size_t)res && cbs->guess < MAX_GUESS)
-			cbs->guess *= 2;
-	}
-	/* The entry goes back to the pool after the callback, so its buffer
-	 * stays valid while the callback reads it; a read the callback
-	 * starts takes another entry. */
-	if (res < 0)
-		done((int)res, NULL, 0, arg);
-	else
-		done(0, req->buf, (size_t)res, arg);
-	entry_put(cbs, e);
-}
-
-int rl_cb_fs_read_file(rl_cb_ctx *cbs, const char *path,
-		    rl_cb_data_fn done, void *arg)
-{
-	struct entry *e;
-	int ret;
-
-	if (!cbs || !done)
-		return -EINVAL;
-	e = entry_get(cbs);
-	if (!e)
-		return -ENOMEM;
-	e->done = done;
-	e->arg = arg;
-	ret = rl_fs_read_file(cbs->loop, &e->req, path, e->req.buf,
-			   e->req.buf ? e->req.len : cbs->guess,
-			   RL_READ_FILE_GROW, read_file_done);
-	if (ret < 0) {
-		entry_put(cbs, e);
-		return ret;
-	}
-	cbs->in_flight++;
-	return 0;
 }
 
 /* Frees every chunk none of whose entries is in use, keeping at least
@@ -161,7 +97,7 @@ int rl_cb_fs_read_file(rl_cb_ctx *cbs, const char *path,
  * back. */
 size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep)
 {
-	struct chunk **pc = &cbs->chunks, *c;
+	struct rl__cb_chunk **pc = &cbs->chunks, *c;
 	size_t freed = 0;
 
 	while ((c = *pc)) {
@@ -175,7 +111,7 @@ size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep)
 		}
 		*pc = c->next;
 		for (int i = 0; i < CHUNK; i++)
-			free(c->e[i].req.buf);
+			free(c->e[i].buf);
 		free(c);
 		cbs->pooled -= CHUNK;
 		freed += CHUNK;

@@ -138,6 +138,106 @@ int rl_coro_fs_stat(const char *path, struct statx *stx)
 					      req_done));
 }
 
+/* The shape of every call below: enter, submit the coroutine's request,
+ * wait for it. */
+#define CORO_SUBMIT(T, call)                                               \
+	do {                                                               \
+		int err_;                                                  \
+		rl_coro *co = rl__coro_enter(&err_);                       \
+		rl_req *req;                                               \
+                                                                           \
+		if (!co)                                                   \
+			return err_;                                       \
+		req = coro_req(co);                                        \
+		return (T)wait_req(co, req, (call));                       \
+	} while (0)
+
+int64_t rl_coro_fs_readv(int fd, const struct iovec *iov, unsigned iovcnt,
+			 int64_t offset)
+{
+	CORO_SUBMIT(int64_t, rl_fs_readv(co->sched->loop, req, fd, iov, iovcnt,
+					 offset, req_done));
+}
+
+int64_t rl_coro_fs_read_fixed(int fd, void *buf, size_t len, int64_t offset,
+			      unsigned index)
+{
+	CORO_SUBMIT(int64_t, rl_fs_read_fixed(co->sched->loop, req, fd, buf,
+					      len, offset, index, req_done));
+}
+
+int64_t rl_coro_fs_write(int fd, const void *buf, size_t len, int64_t offset)
+{
+	CORO_SUBMIT(int64_t, rl_fs_write(co->sched->loop, req, fd, buf, len,
+					 offset, req_done));
+}
+
+int64_t rl_coro_fs_writev(int fd, const struct iovec *iov, unsigned iovcnt,
+			  int64_t offset)
+{
+	CORO_SUBMIT(int64_t, rl_fs_writev(co->sched->loop, req, fd, iov,
+					  iovcnt, offset, req_done));
+}
+
+int64_t rl_coro_fs_write_fixed(int fd, const void *buf, size_t len,
+			       int64_t offset, unsigned index)
+{
+	CORO_SUBMIT(int64_t, rl_fs_write_fixed(co->sched->loop, req, fd, buf,
+					       len, offset, index, req_done));
+}
+
+int64_t rl_coro_fs_write_file(const char *path, const void *buf, size_t len,
+			      unsigned flags, unsigned mode)
+{
+	CORO_SUBMIT(int64_t, rl_fs_write_file(co->sched->loop, req, path, buf,
+					      len, flags, mode, req_done));
+}
+
+int rl_coro_fs_fstat(int fd, struct statx *stx)
+{
+	CORO_SUBMIT(int, rl_fs_fstat(co->sched->loop, req, fd, stx, req_done));
+}
+
+int rl_coro_fs_fsync(int fd, unsigned flags)
+{
+	CORO_SUBMIT(int, rl_fs_fsync(co->sched->loop, req, fd, flags,
+				     req_done));
+}
+
+int rl_coro_fs_ftruncate(int fd, int64_t length)
+{
+	CORO_SUBMIT(int, rl_fs_ftruncate(co->sched->loop, req, fd, length,
+					 req_done));
+}
+
+int rl_coro_fs_fallocate(int fd, int mode, int64_t offset, int64_t len)
+{
+	CORO_SUBMIT(int, rl_fs_fallocate(co->sched->loop, req, fd, mode,
+					 offset, len, req_done));
+}
+
+int rl_coro_fs_unlink(const char *path)
+{
+	CORO_SUBMIT(int, rl_fs_unlink(co->sched->loop, req, path, req_done));
+}
+
+int rl_coro_fs_rmdir(const char *path)
+{
+	CORO_SUBMIT(int, rl_fs_rmdir(co->sched->loop, req, path, req_done));
+}
+
+int rl_coro_fs_mkdir(const char *path, unsigned mode)
+{
+	CORO_SUBMIT(int, rl_fs_mkdir(co->sched->loop, req, path, mode,
+				     req_done));
+}
+
+int rl_coro_fs_rename(const char *from, const char *to, unsigned flags)
+{
+	CORO_SUBMIT(int, rl_fs_rename(co->sched->loop, req, from, to, flags,
+				      req_done));
+}
+
 static void timer_done(rl_timer *timer, int status)
 {
 	rl__coro_resume(timer->data, status);

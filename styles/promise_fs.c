@@ -74,20 +74,44 @@ static rl_promise *op_submitted(struct rl__op *op, int ret)
 	return p;
 }
 
+/* What a fulfilled request's promise holds (promise.h lists it). */
+static struct rl_value req_value(const rl_req *req)
+{
+	struct rl_value value = { req->result, NULL };
+
+	switch (req->op) {
+	case RL_OP_READ_FILE:
+	case RL_OP_READ:
+	case RL_OP_READ_FIXED:
+		value.p = req->buf;
+		break;
+	case RL_OP_STAT:
+	case RL_OP_FSTAT:
+		value.p = req->stx;
+		break;
+	}
+	return value;
+}
+
 static void req_cb(rl_req *req)
 {
 	struct rl__op *op = RL__CONTAINER_OF(req, struct rl__op, u.req);
 	struct rl_value value = { req->result, NULL };
 
 	op->p->ctx->inflight--;
-	if (req->result >= 0) {
-		if (req->op == RL_OP_READ_FILE || req->op == RL_OP_READ)
-			value.p = req->buf;
-		else if (req->op == RL_OP_STAT)
-			value.p = req->stx;
-		if (req->op == RL_OP_CLOSE || req->op == RL_OP_STAT)
-			value.i = 0;
-	}
+	if (req->result >= 0)
+		value = req_value(req);
+	op_done(op, req->result < 0 ? (int)req->result : 0, value);
+}
+
+/* read_file into a buffer the loop grows: the buffer is the caller's
+ * again, fulfilled or rejected. */
+static void grow_cb(rl_req *req)
+{
+	struct rl__op *op = RL__CONTAINER_OF(req, struct rl__op, u.req);
+	struct rl_value value = { req->result, req->buf };
+
+	op->p->ctx->inflight--;
 	op_done(op, req->result < 0 ? (int)req->result : 0, value);
 }
 
@@ -100,6 +124,19 @@ rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 		return NULL;
 	return op_submitted(op, rl_fs_read_file(ctx->loop, &op->u.req, path, buf,
 					     len, 0, req_cb));
+}
+
+rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx,
+					 const char *path, void *buf,
+					 size_t cap)
+{
+	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+
+	if (!op)
+		return NULL;
+	return op_submitted(op, rl_fs_read_file(ctx->loop, &op->u.req, path,
+						buf, cap, RL_READ_FILE_GROW,
+						grow_cb));
 }
 
 rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
@@ -142,6 +179,111 @@ rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 		return NULL;
 	return op_submitted(op, rl_fs_stat(ctx->loop, &op->u.req, path, stx,
 					req_cb));
+}
+
+/* The shape of every request below. */
+#define PROMISE_SUBMIT(call)                                               \
+	do {                                                               \
+		struct rl__op *op = ctx ? op_new(ctx, false) : NULL;       \
+                                                                           \
+		if (!op)                                                   \
+			return NULL;                                       \
+		return op_submitted(op, (call));                           \
+	} while (0)
+
+rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,
+				const struct iovec *iov, unsigned iovcnt,
+				int64_t offset)
+{
+	PROMISE_SUBMIT(rl_fs_readv(ctx->loop, &op->u.req, fd, iov, iovcnt,
+				   offset, req_cb));
+}
+
+rl_promise *rl_promise_fs_read_fixed(rl_promise_ctx *ctx, int fd, void *buf,
+				     size_t len, int64_t offset,
+				     unsigned index)
+{
+	PROMISE_SUBMIT(rl_fs_read_fixed(ctx->loop, &op->u.req, fd, buf, len,
+					offset, index, req_cb));
+}
+
+rl_promise *rl_promise_fs_write(rl_promise_ctx *ctx, int fd, const void *buf,
+				size_t len, int64_t offset)
+{
+	PROMISE_SUBMIT(rl_fs_write(ctx->loop, &op->u.req, fd, buf, len, offset,
+				   req_cb));
+}
+
+rl_promise *rl_promise_fs_writev(rl_promise_ctx *ctx, int fd,
+				 const struct iovec *iov, unsigned iovcnt,
+				 int64_t offset)
+{
+	PROMISE_SUBMIT(rl_fs_writev(ctx->loop, &op->u.req, fd, iov, iovcnt,
+				    offset, req_cb));
+}
+
+rl_promise *rl_promise_fs_write_fixed(rl_promise_ctx *ctx, int fd,
+				      const void *buf, size_t len,
+				      int64_t offset, unsigned index)
+{
+	PROMISE_SUBMIT(rl_fs_write_fixed(ctx->loop, &op->u.req, fd, buf, len,
+					 offset, index, req_cb));
+}
+
+rl_promise *rl_promise_fs_write_file(rl_promise_ctx *ctx, const char *path,
+				     const void *buf, size_t len,
+				     unsigned flags, unsigned mode)
+{
+	PROMISE_SUBMIT(rl_fs_write_file(ctx->loop, &op->u.req, path, buf, len,
+					flags, mode, req_cb));
+}
+
+rl_promise *rl_promise_fs_fstat(rl_promise_ctx *ctx, int fd,
+				struct statx *stx)
+{
+	PROMISE_SUBMIT(rl_fs_fstat(ctx->loop, &op->u.req, fd, stx, req_cb));
+}
+
+rl_promise *rl_promise_fs_fsync(rl_promise_ctx *ctx, int fd, unsigned flags)
+{
+	PROMISE_SUBMIT(rl_fs_fsync(ctx->loop, &op->u.req, fd, flags, req_cb));
+}
+
+rl_promise *rl_promise_fs_ftruncate(rl_promise_ctx *ctx, int fd,
+				    int64_t length)
+{
+	PROMISE_SUBMIT(rl_fs_ftruncate(ctx->loop, &op->u.req, fd, length,
+				       req_cb));
+}
+
+rl_promise *rl_promise_fs_fallocate(rl_promise_ctx *ctx, int fd, int mode,
+				    int64_t offset, int64_t len)
+{
+	PROMISE_SUBMIT(rl_fs_fallocate(ctx->loop, &op->u.req, fd, mode, offset,
+				       len, req_cb));
+}
+
+rl_promise *rl_promise_fs_unlink(rl_promise_ctx *ctx, const char *path)
+{
+	PROMISE_SUBMIT(rl_fs_unlink(ctx->loop, &op->u.req, path, req_cb));
+}
+
+rl_promise *rl_promise_fs_rmdir(rl_promise_ctx *ctx, const char *path)
+{
+	PROMISE_SUBMIT(rl_fs_rmdir(ctx->loop, &op->u.req, path, req_cb));
+}
+
+rl_promise *rl_promise_fs_mkdir(rl_promise_ctx *ctx, const char *path,
+				unsigned mode)
+{
+	PROMISE_SUBMIT(rl_fs_mkdir(ctx->loop, &op->u.req, path, mode, req_cb));
+}
+
+rl_promise *rl_promise_fs_rename(rl_promise_ctx *ctx, const char *from,
+				 const char *to, unsigned flags)
+{
+	PROMISE_SUBMIT(rl_fs_rename(ctx->loop, &op->u.req, from, to, flags,
+				    req_cb));
 }
 
 static void timer_cb(rl_timer *timer, int status)

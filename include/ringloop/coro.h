@@ -232,17 +232,47 @@ int rl_coro_yield(void);
 /* Sleeps ms milliseconds on a loop timer. Returns 0. Suspends. */
 int rl_coro_sleep(uint64_t ms);
 
-/* The loop's requests (see ringloop.h), each suspending until it is done.
- * Buffers may live on the coroutine's stack. */
+/*
+ * The loop's file requests (ringloop.h says what each does), each
+ * suspending until it is done and returning its result: the fd of an
+ * open, the bytes of a read or write (a write's are all of them), 0 for
+ * the rest, or -errno. Suspends. Buffers, iovecs and statx structs may
+ * live on the coroutine's stack.
+ *
+ * read_file comes in the forms every style has: into the caller's buffer
+ * of len bytes (a larger file gives -EFBIG), and _grow, into a buffer the
+ * loop grows to fit (RL_READ_FILE_GROW): *buf (NULL or malloc'ed, *cap
+ * bytes) may be replaced, also when the read fails, and the caller frees
+ * it. (The callback style's third form, a pooled buffer valid during the
+ * callback, has no twin here: a coroutine keeps its data as long as it
+ * likes.)
+ */
 int64_t rl_coro_fs_read_file(const char *path, void *buf, size_t len);
-/* read_file with a buffer the loop grows to fit (RL_READ_FILE_GROW):
- * *buf (NULL or malloc'ed, *cap bytes) may be replaced; the caller frees
- * it. Returns the file size read. */
 int64_t rl_coro_fs_read_file_grow(const char *path, void **buf, size_t *cap);
+int64_t rl_coro_fs_write_file(const char *path, const void *buf, size_t len,
+			      unsigned flags, unsigned mode);
 int rl_coro_fs_open(const char *path, int flags, unsigned mode);
-int64_t rl_coro_fs_read(int fd, void *buf, size_t len, int64_t offset);
 int rl_coro_fs_close(int fd);
+int64_t rl_coro_fs_read(int fd, void *buf, size_t len, int64_t offset);
+int64_t rl_coro_fs_readv(int fd, const struct iovec *iov, unsigned iovcnt,
+			 int64_t offset);
+int64_t rl_coro_fs_read_fixed(int fd, void *buf, size_t len, int64_t offset,
+			      unsigned index);
+int64_t rl_coro_fs_write(int fd, const void *buf, size_t len,
+			 int64_t offset);
+int64_t rl_coro_fs_writev(int fd, const struct iovec *iov, unsigned iovcnt,
+			  int64_t offset);
+int64_t rl_coro_fs_write_fixed(int fd, const void *buf, size_t len,
+			       int64_t offset, unsigned index);
 int rl_coro_fs_stat(const char *path, struct statx *stx);
+int rl_coro_fs_fstat(int fd, struct statx *stx);
+int rl_coro_fs_fsync(int fd, unsigned flags);
+int rl_coro_fs_ftruncate(int fd, int64_t length);
+int rl_coro_fs_fallocate(int fd, int mode, int64_t offset, int64_t len);
+int rl_coro_fs_unlink(const char *path);
+int rl_coro_fs_rmdir(const char *path);
+int rl_coro_fs_mkdir(const char *path, unsigned mode);
+int rl_coro_fs_rename(const char *from, const char *to, unsigned flags);
 
 /*
  * Waits for a promise of the promise layer (promise.h) and consumes the

@@ -50,10 +50,19 @@
  * pointer, or both (a length and a data pointer). What each source gives:
  *
  *	rl_promise_fs_read_file   i = bytes read, p = buf (the caller's buffer)
+ *	rl_promise_fs_read_file_grow  i = bytes read, p = the buffer, grown
+ *				  (the caller's to free; rejected: p is it
+ *				  too, or NULL if the submission failed)
  *	rl_promise_fs_read        i = bytes read (0 at EOF), p = buf
+ *	  ..._read_fixed          the same
+ *	rl_promise_fs_readv       i = bytes read, p = NULL
+ *	rl_promise_fs_write       i = bytes written (all of them), p = NULL
+ *	  ..._writev, _write_fixed, _write_file   the same
  *	rl_promise_fs_open        i = the fd (the program's to close), p = NULL
- *	rl_promise_fs_close       i = 0
  *	rl_promise_fs_stat        i = 0, p = stx (the caller's struct statx)
+ *	  ..._fstat               the same
+ *	rl_promise_fs_close       i = 0, and so the rest: fsync, ftruncate,
+ *				  fallocate, unlink, rmdir, mkdir, rename
  *	rl_promise_sleep       i = 0
  *	rl_all                 i = n, p = struct rl_value[n], in input order
  *	rl_all_settled         i = n, p = struct rl_settlement[n]
@@ -246,20 +255,63 @@ rl_promise *rl_race(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
 /* -------------------------------------------------- loop request promises */
 
 /*
- * Promises for the loop's requests (see ringloop.h for the requests
- * themselves). A request that fails to submit gives a promise rejected
- * with that error. When the loop closes, pending ones reject with
- * -ECANCELED. buf, path and stx must stay valid until the promise settles.
+ * Promises for the loop's requests, one per file operation of ringloop.h
+ * (which says what each does), with the same arguments. A request that
+ * fails to submit gives a promise rejected with that error. When the loop
+ * closes, pending ones reject with -ECANCELED (or settle with their real
+ * result). buf, iov, path and stx must stay valid until the promise
+ * settles. The values are listed at the top of this file.
+ *
+ * read_file comes in the forms every style has: into the caller's buffer
+ * of len bytes (a larger file rejects with -EFBIG), and _grow, into a
+ * buffer the loop grows to fit (RL_READ_FILE_GROW): buf is NULL or
+ * malloc'ed (cap bytes) and is handed over; the promise's value hands it
+ * back (grown, maybe moved), rejected too, for the caller to free. (The
+ * callback style's third form, a pooled buffer valid during the
+ * callback, has no promise twin: a value outlives any callback.)
  */
 rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 				 void *buf, size_t len);
+rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx,
+					 const char *path, void *buf,
+					 size_t cap);
 rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 			    unsigned mode);
 rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
 			    size_t len, int64_t offset);
+rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,
+				const struct iovec *iov, unsigned iovcnt,
+				int64_t offset);
+rl_promise *rl_promise_fs_read_fixed(rl_promise_ctx *ctx, int fd, void *buf,
+				     size_t len, int64_t offset,
+				     unsigned index);
+rl_promise *rl_promise_fs_write(rl_promise_ctx *ctx, int fd, const void *buf,
+				size_t len, int64_t offset);
+rl_promise *rl_promise_fs_writev(rl_promise_ctx *ctx, int fd,
+				 const struct iovec *iov, unsigned iovcnt,
+				 int64_t offset);
+rl_promise *rl_promise_fs_write_fixed(rl_promise_ctx *ctx, int fd,
+				      const void *buf, size_t len,
+				      int64_t offset, unsigned index);
+rl_promise *rl_promise_fs_write_file(rl_promise_ctx *ctx, const char *path,
+				     const void *buf, size_t len,
+				     unsigned flags, unsigned mode);
 rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd);
 rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 			    struct statx *stx);
+rl_promise *rl_promise_fs_fstat(rl_promise_ctx *ctx, int fd,
+				struct statx *stx);
+rl_promise *rl_promise_fs_fsync(rl_promise_ctx *ctx, int fd, unsigned flags);
+rl_promise *rl_promise_fs_ftruncate(rl_promise_ctx *ctx, int fd,
+				    int64_t length);
+rl_promise *rl_promise_fs_fallocate(rl_promise_ctx *ctx, int fd, int mode,
+				    int64_t offset, int64_t len);
+rl_promise *rl_promise_fs_unlink(rl_promise_ctx *ctx, const char *path);
+rl_promise *rl_promise_fs_rmdir(rl_promise_ctx *ctx, const char *path);
+rl_promise *rl_promise_fs_mkdir(rl_promise_ctx *ctx, const char *path,
+				unsigned mode);
+rl_promise *rl_promise_fs_rename(rl_promise_ctx *ctx, const char *from,
+				 const char *to, unsigned flags);
 rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms);
 
 #pragma GCC visibility pop

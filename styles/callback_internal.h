@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * callback_internal.h - what the callback style's files share: the
+ * context and its pool of entries (callback.c), used by the operations
+ * (callback_fs.c).
+ */
+#ifndef RL_CALLBACK_INTERNAL_H
+#define RL_CALLBACK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ringloop/callback.h"
+
+/*
+ * A pooled entry: the request, the caller's callback and argument, and
+ * the buffer of the pooled read_file (kept apart from the request, whose
+ * fields every submission rewrites). The request comes first: its
+ * callback finds the entry from it.
+ */
+struct rl__cb_entry {
+	rl_req req;
+	union {
+		rl_cb_data_fn data; /* read_file */
+		rl_cb_fn res;	    /* everything else */
+	} done;
+	void *arg;
+	rl_cb_ctx *cbs;
+	struct rl__cb_entry *next_free;
+	void *buf; /* rl_cb_fs_read_file()'s buffer, kept for the next */
+	size_t cap;
+	bool in_use;
+};
+
+struct rl__cb_chunk;
+
+struct rl_cb_ctx {
+	rl_loop *loop;
+	struct rl__cb_entry *free;
+	struct rl__cb_chunk *chunks;
+	size_t in_flight;
+	size_t pooled;
+	size_t guess; /* the first buffer of a new entry's read_file */
+};
+
+/* An entry for one request (NULL: out of memory), and back to the pool. */
+struct rl__cb_entry *rl__cb_entry_get(rl_cb_ctx *cbs);
+void rl__cb_entry_put(rl_cb_ctx *cbs, struct rl__cb_entry *e);
+
+#endif /* RL_CALLBACK_INTERNAL_H */
