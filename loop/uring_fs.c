@@ -439,18 +439,12 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 		rl__complete(loop, req, -ECANCELED);
 		return;
 	}
-	/* In the kernel: most requests finish soon and report -ECANCELED
-	 * then, but a read of a pipe with no writer, or an open of a FIFO
-	 * (read_file's chain or step, or rl_fs_open) in an io-wq worker, can
-	 * wait forever; an async cancel interrupts those. A chain is
-	 * cancelled at its open: the rest of it fails after it, down to the
-	 * close. A cancel that finds nothing answers -ENOENT, ignored. */
 	if ((rl__req(req)->state & RL__REQ_QUEUED) && rl__uring_is_write(req) &&
 	    rl__fifo_remove(&u->cont, req)) {
 		/* The rest of a short write, waiting for room on the ring:
 		 * it holds nothing, so it stops here. */
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_write_stop(loop, req);
 		return;
 	}
 	/* In the kernel: most requests finish soon and report -ECANCELED
@@ -465,17 +459,11 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_MAIN));
 }
 
-/* Closing: the fd waiters, and the rests of short writes (which hold no
- * slot or fd), go back to pending, to be cancelled. read_file and
- * write_file continuations stay: they hold a file and run to its close. */
+/* Closing: the fd waiters go back to pending, to be cancelled. What waits
+ * in cont runs on: read_file and write_file steps hold a file and run to
+ * its close; the rest of a short write makes one more attempt, whose CQE
+ * sees the loop closing and stops it (uring_fs_write.c). */
 void rl__uring_fs_closing(struct rl__uring *u)
 {
-	struct rl__fifo keep = { 0 };
-	rl_req *req;
-
 	rl__fifo_splice(&u->pending, &u->fd_wait);
-	while ((req = rl__fifo_pop(&u->cont)))
-		rl__fifo_push(rl__uring_is_write(req) ? &u->pending : &keep,
-			      req);
-	u->cont = keep;
 }

@@ -48,6 +48,8 @@ static inline bool rl__uring_is_write(const rl_req *req)
 void rl__uring_write_prep(struct rl__uring *u, rl_req *req);
 void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			 int32_t res);
+/* A write stopped between two of its SQEs: -ECANCELED. */
+void rl__uring_write_stop(rl_loop *loop, rl_req *req);
 struct rl__uring_need rl__uring_wf_need(const struct rl__uring *u, rl_req *req);
 void rl__uring_wf_prep(struct rl__uring *u, rl_req *req);
 void rl__uring_wf_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,

@@ -168,25 +168,36 @@ static void take_position(rl_loop *loop, rl_req *req, int32_t res)
 	ur->step = WRITE_MOVE_POS;
 }
 
-void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
-			 int32_t res)
+/* The write is over with ret (< 0, or 0: all written). */
+static void write_end(rl_loop *loop, rl_req *req, int ret)
 {
 	struct rl__uring_req *ur = rl__ur(req);
-	int ret = written(u, req, res);
 
-	u->cq_owed -= 1;
-	if (ret == 1 && ur->res[0] < 0)
-		take_position(loop, req, res);
-	if (ret == 1) {
-		rl__uring_push_or_queue(loop, u, req, &u->cont);
-		return;
-	}
 	if (ur->step == WRITE_MOVE_POS) {
 		/* After the bytes written, as write(2) leaves it. */
 		loop->stats.syscalls++;
 		lseek(req->fd, (off_t)(ur->res[0] + ur->res[1]), SEEK_SET);
 	}
 	rl__complete(loop, req, ret < 0 ? ret : (int64_t)req->len);
+}
+
+void rl__uring_write_stop(rl_loop *loop, rl_req *req)
+{
+	write_end(loop, req, -ECANCELED);
+}
+
+void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
+			 int32_t res)
+{
+	int ret = written(u, req, res);
+
+	u->cq_owed -= 1;
+	if (ret == 1 && rl__ur(req)->res[0] < 0)
+		take_position(loop, req, res);
+	if (ret == 1)
+		rl__uring_push_or_queue(loop, u, req, &u->cont);
+	else
+		write_end(loop, req, ret);
 }
 
 /* --------------------------------------------------------- write_file */
