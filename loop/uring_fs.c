@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * uring_fs.c - file requests on io_uring: which SQEs each one takes and
- * what its CQEs mean. read_file is the interesting one: a linked chain
- * when it can be, single steps otherwise.
+ * what its CQEs mean. Most take one SQE whose CQE is their result; writes
+ * and write_file are in uring_fs_write.c. read_file is the interesting
+ * one here: a linked chain when it can be, single steps otherwise.
  *
  * The chain is open -> read -> probe -> close, all on one direct
  * descriptor slot, submitted with the next batch in one io_uring_enter:
