@@ -243,6 +243,12 @@ BACKEND_TEST(fs_write, writev_and_readv)
 	cr_assert_eq(one_result(loop, &o), 3);
 	cr_assert_eq(rl_fs_readv(loop, one_req(&o), fd, in, 0, 0, tseen_cb), 0);
 	cr_assert_eq(one_result(loop, &o), 0, "no iovecs, nothing read");
+	cr_assert_eq(rl_fs_readv(loop, one_req(&o), 999, in, 2, 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -EBADF);
+	cr_assert_eq(rl_fs_writev(loop, one_req(&o), 999, out, 4, 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -EBADF);
 	cr_assert_eq(do_close(loop, fd), 0);
 	check_content(path, "abcdefghijabc", 13);
 	tclose(loop);
