@@ -149,17 +149,24 @@ int rl_loop_register_buffers(rl_loop *loop, const struct iovec *iov, unsigned n)
 			return -ENOMEM;
 		memcpy(copy, iov, n * sizeof(*copy));
 	}
-	ret = loop->backend->register_buffers
-		      ? loop->backend->register_buffers(loop, copy, n)
-		      : 0;
-	/* The old set is gone in either case (io_uring unregisters it
-	 * first: it refuses to register over a set). */
+	/* The old set goes first (io_uring refuses to register over one);
+	 * if the new one then fails, the loop has none. */
+	if (loop->nbufs && loop->backend->register_buffers) {
+		ret = loop->backend->register_buffers(loop, NULL, 0);
+		if (ret < 0) {
+			free(copy);
+			return ret;
+		}
+	}
 	free(loop->bufs);
 	loop->bufs = NULL;
 	loop->nbufs = 0;
-	if (ret < 0) {
-		free(copy);
-		return ret;
+	if (n && loop->backend->register_buffers) {
+		ret = loop->backend->register_buffers(loop, copy, n);
+		if (ret < 0) {
+			free(copy);
+			return ret;
+		}
 	}
 	loop->bufs = copy;
 	loop->nbufs = n;

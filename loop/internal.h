@@ -55,9 +55,9 @@ struct rl__backend {
 	int (*wait)(rl_loop *loop, int64_t timeout_ns);
 	/* Thread-safe: makes a wait() in progress (or the next one) return. */
 	void (*wake)(rl_loop *loop);
-	/* Registers iov[0..n-1] as the fixed buffers with the kernel (n 0:
-	 * unregisters); no request is in flight. NULL: nothing to do beyond
-	 * the loop's own copy (fs_write.c). */
+	/* Registers iov[0..n-1] as the fixed buffers with the kernel, none
+	 * being registered; n 0 unregisters them. No request is in flight.
+	 * NULL: nothing to do beyond the loop's own copy (fs_write.c). */
 	int (*register_buffers)(rl_loop *loop, const struct iovec *iov,
 				unsigned n);
 };

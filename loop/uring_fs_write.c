@@ -55,18 +55,10 @@ int rl__uring_register_buffers(rl_loop *loop, const struct iovec *iov,
 			       unsigned n)
 {
 	struct rl__uring *u = rl__u(loop);
-	int ret;
 
-	/* The kernel refuses to register over a set (-EBUSY). */
-	if (loop->nbufs) {
-		loop->stats.syscalls++;
-		ret = io_uring_unregister_buffers(&u->ring);
-		if (ret < 0)
-			return ret;
-	}
-	if (!n)
-		return 0;
 	loop->stats.syscalls++;
+	if (!n)
+		return io_uring_unregister_buffers(&u->ring);
 	return io_uring_register_buffers(&u->ring, iov, n);
 }
 
