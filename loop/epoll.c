@@ -65,74 +65,14 @@ void rl__ep_sys_close(rl_loop *loop, int fd)
 	loop->stats.syscalls++;
 }
 
-void rl__ep_unwatch(rl_loop *loop, struct rl__ep *ep, rl_req *req)
-{
-	int fd = rl__epr(req)->slot >= 0 ? rl__epr(req)->slot : req->fd;
-
-	epoll_ctl(ep->epfd, EPOLL_CTL_DEL, fd, NULL);
-	loop->stats.syscalls++;
-	if (rl__epr(req)->slot >= 0) {
-		rl__ep_sys_close(loop, rl__epr(req)->slot);
-		rl__epr(req)->slot = -1;
-	}
-	rl__fifo_remove(&ep->watched, req);
-	ep->nwatch--;
-	rl__epr(req)->step = RL__EP_NONE;
-}
-
-/* Registers a read with epoll. epoll refuses to register the same fd twice
- * (EEXIST), so a second read waiting on the same fd registers a dup() of
- * it. Returns false when its fd cannot be polled
- * (EPERM) or epoll refuses it otherwise: a worker reads it then. */
-static bool watch(rl_loop *loop, struct rl__ep *ep, rl_req *req)
-{
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
-				  .data.ptr = req };
-	int fd;
-
-	rl__epr(req)->slot = -1;
-	loop->stats.syscalls++;
-	if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, req->fd, &ev) < 0) {
-		if (errno != EEXIST)
-			return false;
-		/* Another read waits on this fd already. epoll keys its
-		 * entries on (fd, file), so a duplicate fd is a new entry. */
-		fd = fcntl(req->fd, F_DUPFD_CLOEXEC, 0);
-		loop->stats.syscalls++;
-		if (fd < 0)
-			return false;
-		loop->stats.syscalls++;
-		if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			rl__ep_sys_close(loop, fd);
-			return false;
-		}
-		rl__epr(req)->slot = fd;
-	}
-	rl__epr(req)->step = RL__EP_WATCH;
-	rl__fifo_push(&ep->watched, req);
-	ep->nwatch++;
-	return true;
-}
-
-/* A read that may wait forever: poll it, or give it to a worker when it
- * cannot be polled. */
+/* A read that may wait forever: poll it (epoll_watch.c), or give it to a
+ * worker when its fd cannot be polled (epoll says EPERM). */
 void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
-	if (watch(loop, ep, req))
+	if (rl__ep_watch(loop, ep, req, false) == 0)
 		return;
 	rl__epr(req)->bflags |= RL__RD_BLOCKING;
 	rl__ep_to_pool(ep, req);
-}
-
-
-bool rl__ep_rewatch(rl_loop *loop, struct rl__ep *ep, rl_req *req)
-{
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
-				  .data.ptr = req };
-	int fd = rl__epr(req)->slot >= 0 ? rl__epr(req)->slot : req->fd;
-
-	loop->stats.syscalls++;
-	return epoll_ctl(ep->epfd, EPOLL_CTL_MOD, fd, &ev) == 0;
 }
 
 /* ---------------------------------------------------------- the backend */
@@ -188,6 +128,10 @@ static void ep_submit(rl_loop *loop, rl_req *req)
 {
 	struct rl__ep *ep = rl__ep(loop);
 
+	if (rl__op_is_net(req->op)) {
+		rl__ep_net_submit(loop, ep, req);
+		return;
+	}
 	rl__epr(req)->step = RL__EP_NONE;
 	rl__epr(req)->slot = -1;
 	rl__epr(req)->bflags = 0;
@@ -354,9 +298,14 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 	int n, i, done;
 	bool sleep, capped;
 
+	/* Registrations first: a socket request started now may reuse an
+	 * fd that a finished one left registered. */
+	rl__ep_flush_dirty(loop, ep);
+	done = rl__ep_net_run(loop, ep);
+	timeout_ns = rl__ep_net_timeout(ep, timeout_ns);
 	run_inline(loop, ep);
 	flush_batch(loop, ep);
-	done = reap(loop, ep);
+	done += reap(loop, ep);
 	/* Spin only while a CPU is left over: with every CPU running a
 	 * worker, the spin would take one of them away. */
 	if (!done && timeout_ns != 0 && ep->in_pool &&
@@ -381,8 +330,17 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		} else {
 			if (!ep->nwatch)
 				return done + reap(loop, ep);
+			/* Completions in hand (sends that finished at once,
+			 * say): their callbacks may go first, but only
+			 * every other time, so watched fds are never kept
+			 * waiting for more than one pass. */
+			if (done && !ep->poll_owed) {
+				ep->poll_owed = true;
+				return done + reap(loop, ep);
+			}
 			t = 0;
 		}
+		ep->poll_owed = false;
 		start = capped && timeout_ns > 0 ? rl__clock_ns() : 0;
 		n = poll_fds(loop, ep, t, evs);
 		if (sleep)
@@ -390,10 +348,9 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		if (n < 0)
 			return n == -EINTR ? done + reap(loop, ep) : n;
 		for (i = 0; i < n; i++) {
-			rl_req *req = evs[i].data.ptr;
-
-			if (req) {
-				rl__ep_fs_ready(loop, ep, req);
+			if (evs[i].data.u64 != RL__EP_EFD_TAG) {
+				rl__ep_fd_event(loop, ep, (int)evs[i].data.u64,
+						evs[i].events);
 				done++;
 				continue;
 			}
@@ -425,6 +382,10 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 	struct rl__ep *ep = rl__ep(loop);
 	struct rl__fifo gone = { 0 };
 
+	if (req && rl__op_is_net(req->op)) {
+		rl__ep_net_cancel(loop, ep, req);
+		return;
+	}
 	if (!req) {
 		/* Closing: nothing new starts. Running jobs finish and
 		 * report their real result; finished ones are reaped as
@@ -443,10 +404,8 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 			rl__epr(req)->step = RL__EP_NONE;
 			rl__complete(loop, req, -ECANCELED);
 		}
-		while ((req = ep->watched.head)) {
-			rl__ep_unwatch(loop, ep, req);
-			rl__complete(loop, req, -ECANCELED);
-		}
+		rl__ep_watch_close(loop, ep);
+		rl__ep_net_closing(loop, ep);
 		/* Jobs blocked for good (a FIFO's open, a device's read)
 		 * would keep the close waiting: interrupt them, again on
 		 * every pass of the close, until they have finished. */
@@ -506,6 +465,7 @@ static void ep_destroy(rl_loop *loop)
 	/* Joining first: a worker's last eventfd write must find it open. */
 	rl__pool_destroy(&ep->pool);
 	rl__ep_fs_free(ep);
+	rl__ep_watch_free(ep);
 	close(ep->efd);
 	close(ep->epfd);
 	free(ep);
@@ -514,7 +474,8 @@ static void ep_destroy(rl_loop *loop)
 
 static int ep_init(rl_loop *loop, const struct rl_options *opt)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = RL__EP_EFD_TAG };
 	struct rl__ep *ep;
 	int ret;
 
@@ -524,6 +485,7 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 	ep->inline_ok = !(opt->flags & RL_NO_INLINE);
 	ep->ncpu = rl__pool_size(0);
 	ep->openat2_ok = true;
+	ep->dirty_head = -1;
 	ep->pwait2_ok = true;
 	ep->efd = -1;
 	ep->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -565,4 +527,6 @@ const struct rl__backend rl__backend_epoll = {
 	.cancel = ep_cancel,
 	.wait = ep_wait,
 	.wake = ep_wake,
+	.net_setup = rl__ep_net_setup,
+	.net_bufs_back = rl__ep_net_bufs_back,
 };

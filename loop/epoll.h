@@ -31,8 +31,10 @@ enum {
 	RL__EP_INLINE,	 /* waiting for the next wait() to try the fast path */
 	RL__EP_BATCH,	 /* waiting to be handed to the pool at the next wait() */
 	RL__EP_POOL,	 /* on the pool's queue, or running on a worker */
-	RL__EP_WATCH,	 /* a read waiting for its fd to become readable */
+	RL__EP_WATCH,	 /* waiting for its fd to become readable (writable) */
 	RL__EP_FINISHED, /* finished inline; its completion is due next wait() */
+	RL__EP_NET_NEW,	 /* a socket request, started at the next wait() */
+	RL__EP_STARVED,	 /* a recv stream waiting for provided buffers */
 };
 
 /* What is known about a read's fd (rl__ep_req.bflags), set by the loop
@@ -41,6 +43,26 @@ enum {
 	RL__RD_SEEKABLE = 1, /* a regular file or block device: read blocking */
 	RL__RD_BLOCKING = 2, /* cannot be polled: a blocking read is all there is */
 	RL__EP_TRIED = 4,    /* the fast path failed once: leave it to a worker */
+	RL__EP_OUT = 8,	     /* watched for writing (else for reading) */
+};
+
+/* The eventfd's epoll data; a watched fd's data is the fd itself. */
+#define RL__EP_EFD_TAG UINT64_MAX
+
+/*
+ * A watched fd (epoll_watch.c): the requests waiting for it to become
+ * readable, and those waiting for it to become writable, each served in
+ * order from the head. events is what epoll has registered for it
+ * (level-triggered), 0 when not registered. A request leaving a queue does
+ * not change the registration at once: the fd goes on the dirty list, and
+ * the next wait() updates epoll if nobody asked for the fd meanwhile.
+ */
+struct rl__ep_fd {
+	struct rl__fifo in;
+	struct rl__fifo out;
+	uint32_t events;
+	int32_t dirty_next; /* the dirty list, -1 at its end */
+	bool dirty;
 };
 
 /* A worker's answer for a read of a pipe, socket or device that has
@@ -55,6 +77,7 @@ struct rl__ep {
 	bool probed;	 /* openat2_ok was checked after an EINVAL */
 	bool pwait2_ok;	 /* epoll_pwait2 exists */
 	bool closing;
+	bool poll_owed;	 /* the last wait() skipped polling the fds */
 	unsigned ncpu;	 /* CPUs this process may run on */
 	unsigned nwatch;
 	unsigned ninline;	  /* RL__EP_INLINE */
@@ -63,18 +86,26 @@ struct rl__ep {
 	struct rl__fifo inl;	  /* RL__EP_INLINE */
 	struct rl__fifo batch;	  /* RL__EP_BATCH */
 	struct rl__fifo finished; /* RL__EP_FINISHED */
-	struct rl__fifo watched;  /* RL__EP_WATCH */
 	struct rl__pool pool;
 	uint64_t *direct; /* fds opened with O_DIRECT, a bitmap (epoll_fs.c) */
 	unsigned ndirect; /* its words */
+	struct rl__ep_fd *fds;	  /* indexed by fd, grown on demand */
+	uint32_t nfds;
+	int32_t dirty_head;	  /* fds whose registration may be stale */
+	/* Sockets (epoll_net.c). */
+	struct rl__fifo net_new;  /* RL__EP_NET_NEW */
+	struct rl__fifo starved;  /* RL__EP_STARVED */
+	rl_req *deadlines;	  /* connects with a timeout, soonest first */
 };
 
 /* What this backend keeps in a request (its private words, req.h). */
 struct rl__ep_req {
-	int32_t slot;	 /* a watched read's dup()ed fd, or -1 */
+	int32_t slot;	 /* unused, -1 */
 	int32_t step;	 /* RL__EP_*: where the request is */
-	uint32_t bflags; /* RL__RD_* and RL__EP_TRIED */
-	int64_t res[2];	 /* a job's result; a read's bytes so far */
+	uint32_t bflags; /* RL__RD_*, RL__EP_TRIED, RL__EP_OUT */
+	int64_t res[2];	 /* a job's result; a read's (a send's) bytes so far */
+	uint64_t due_ns; /* a connect's deadline, 0 for none */
+	rl_req *dnext;	 /* the deadline list */
 };
 RL__REQ_BE_FITS(struct rl__ep_req);
 
@@ -101,9 +132,41 @@ void rl__ep_sys_close(rl_loop *loop, int fd);
 /* A read that may wait forever: poll its fd, or give it to a worker when
  * the fd cannot be polled. */
 void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req);
-/* Re-arms the one-shot watch of req; false when epoll refuses. */
+/* req waits again after a spurious wake-up; false when epoll refuses. */
 bool rl__ep_rewatch(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 void rl__ep_unwatch(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+
+/* epoll_watch.c: the fd table. */
+/* Puts req in line for its fd to become readable (out: writable) and
+ * makes sure epoll watches for that. Returns 0 or -errno (-EPERM: the fd
+ * cannot be polled, -EBADF, -ENOMEM), and then req is not watched. */
+int rl__ep_watch(rl_loop *loop, struct rl__ep *ep, rl_req *req, bool out);
+/* Whether requests wait to write on fd (a new send goes behind them). */
+bool rl__ep_writers(const struct rl__ep *ep, int fd);
+/* epoll said events for fd: serves the requests at the heads of its
+ * queues. */
+void rl__ep_fd_event(rl_loop *loop, struct rl__ep *ep, int fd,
+		     uint32_t events);
+/* Brings epoll's registrations in line with the queues (before a wait). */
+void rl__ep_flush_dirty(rl_loop *loop, struct rl__ep *ep);
+/* Closing: every watched request finishes with -ECANCELED. */
+void rl__ep_watch_close(rl_loop *loop, struct rl__ep *ep);
+void rl__ep_watch_free(struct rl__ep *ep);
+
+/* epoll_net.c: socket requests. */
+void rl__ep_net_submit(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+/* Times out connects and starts what was submitted since the last wait();
+ * returns how many requests finished or had items. */
+int rl__ep_net_run(rl_loop *loop, struct rl__ep *ep);
+/* timeout_ns, shortened to the soonest connect deadline. */
+int64_t rl__ep_net_timeout(struct rl__ep *ep, int64_t timeout_ns);
+/* A watched socket request's fd is ready. */
+void rl__ep_net_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+		      uint32_t events);
+void rl__ep_net_cancel(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+void rl__ep_net_closing(rl_loop *loop, struct rl__ep *ep);
+int rl__ep_net_setup(rl_loop *loop);
+void rl__ep_net_bufs_back(rl_loop *loop, const uint16_t *ids, unsigned n);
 
 /* -------------------------------------------------- operations, for the core */
 

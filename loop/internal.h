@@ -26,6 +26,9 @@ enum {
 	RL__REQ_DONE = 1u << 2,	    /* result known, callback queued */
 	RL__REQ_QUEUED = 1u << 3,   /* in a backend's user-space queue */
 	RL__REQ_OWNBUF = 1u << 4,   /* read_file: buffer may be realloc'ed */
+	RL__REQ_STREAM = 1u << 5,   /* many callbacks: items, then a final */
+	RL__REQ_MORE = 1u << 6,	    /* an item's callback is running */
+	RL__REQ_TIMEDOUT = 1u << 7, /* cancelled by its deadline */
 };
 
 /* Timer states (timer->state). */
@@ -60,6 +63,11 @@ struct rl__backend {
 	 * NULL: nothing to do beyond the loop's own copy (fs_write.c). */
 	int (*register_buffers)(rl_loop *loop, const struct iovec *iov,
 				unsigned n);
+	/* Sockets (net.c). net_setup: the provided buffers exist now (net.h),
+	 * all of them free; take them. net_bufs_back: these buffers are free
+	 * again (their callbacks returned, or the user released them). */
+	int (*net_setup)(rl_loop *loop);
+	void (*net_bufs_back)(rl_loop *loop, const uint16_t *ids, unsigned n);
 };
 
 extern const struct rl__backend rl__backend_uring;
@@ -85,6 +93,7 @@ struct rl_loop {
 
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
 	unsigned nbufs;
+	struct rl__net *net; /* sockets' shared state (net.h), made lazily */
 	rl_close_hook *close_hooks; /* newest first */
 	uint64_t active_reqs; /* submitted, callback not yet run */
 	uint64_t refs;
@@ -105,12 +114,30 @@ uint64_t rl__clock_ns(void);
 bool rl__alive(const rl_loop *loop);
 void rl__drain_posts(rl_loop *loop);
 
+/* net.c: stream items, delivered before the ready queue of a batch (so a
+ * stream's final callback, which goes through rl__complete(), comes after
+ * its items); the socket side of rl__complete(), given the result before
+ * a cancel turns it into -ECANCELED. */
+int rl__net_run_items(rl_loop *loop);
+bool rl__net_items_pending(const rl_loop *loop);
+void rl__net_complete(rl_loop *loop, rl_req *req, int64_t result);
+void rl__net_free(rl_loop *loop);
+int rl__net_options_check(const struct rl_options *opt);
+
+/* Every operation after the file ones is a socket's (net.c). */
+static inline bool rl__op_is_net(unsigned op)
+{
+	return op >= RL_OP_ACCEPT;
+}
+
 /* timer.c */
 int64_t rl__timers_next_ns(rl_loop *loop);
 int rl__timers_run(rl_loop *loop);
 void rl__timers_cancel_all(rl_loop *loop);
 void rl__timers_free(rl_loop *loop);
 bool rl__timers_alive(const rl_loop *loop);
+/* rl_req_deadline(): the timer of a request that has its result now. */
+void rl__deadline_done(rl_loop *loop, rl_req *req);
 
 /* fs.c: what every submitting call does (fs_write.c too). */
 /* The largest single read or write the loop accepts; Linux caps one at

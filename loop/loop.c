@@ -45,6 +45,11 @@ void rl_req_init(rl_req *req)
 	memset(req, 0, sizeof(*req));
 }
 
+int rl_req_more(const rl_req *req)
+{
+	return (rl__req_c(req)->state & RL__REQ_MORE) != 0;
+}
+
 void rl_timer_init(rl_timer *timer)
 {
 	memset(timer, 0, sizeof(*timer));
@@ -92,6 +97,9 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 	kind = backend_from_env(opt->backend);
 	if (kind < RL_BACKEND_AUTO || kind > RL_BACKEND_EPOLL)
 		return -EINVAL;
+	ret = rl__net_options_check(opt);
+	if (ret < 0)
+		return ret;
 
 	loop = calloc(1, sizeof(*loop));
 	if (!loop)
@@ -185,6 +193,12 @@ const char *rl_strerror(int err)
 
 void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 {
+	if (rl__req(req)->deadline)
+		rl__deadline_done(loop, req);
+	/* Sockets the loop made or took for a request that will not report
+	 * them (net.c), before the result becomes -ECANCELED. */
+	if (rl__op_is_net(req->op))
+		rl__net_complete(loop, req, result);
 	if (rl__req(req)->state & RL__REQ_CANCEL) {
 		/* A cancelled open that the kernel finished anyway still made
 		 * an fd nobody will ever see: close it here. */
@@ -196,6 +210,9 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 		 * tell the caller the fd is still open (see rl_fs_close()). */
 		if (req->op != RL_OP_CLOSE || result == -ECANCELED)
 			result = -ECANCELED;
+		if (result == -ECANCELED &&
+		    (rl__req(req)->state & RL__REQ_TIMEDOUT))
+			result = -ETIMEDOUT;
 	}
 	req->result = result;
 	rl__req(req)->state |= RL__REQ_DONE;
@@ -313,6 +330,7 @@ static int run_batch(rl_loop *loop)
 	int n = 0;
 
 	n += rl__timers_run(loop);
+	n += rl__net_run_items(loop);
 	n += run_ready(loop);
 	n += run_tasks(loop);
 	return n;
@@ -334,7 +352,8 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 
 	while (!loop->stop && rl__alive(loop)) {
 		if (mode == RL_RUN_NOWAIT || !rl__fifo_empty(&loop->ready) ||
-		    loop->task_head || loop->cancelled_head)
+		    loop->task_head || loop->cancelled_head ||
+		    rl__net_items_pending(loop))
 			timeout = 0;
 		else
 			timeout = rl__timers_next_ns(loop);
@@ -426,6 +445,7 @@ int rl_loop_close(rl_loop *loop)
 	rl__drain_posts(loop);
 	loop->backend->destroy(loop);
 	rl__fs_free(loop);
+	rl__net_free(loop);
 	rl__timers_free(loop);
 	free(loop);
 	return 0;

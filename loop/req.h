@@ -18,7 +18,7 @@
 
 #include "ringloop/ringloop.h"
 
-#define RL__REQ_BE_WORDS (RL_REQ_PRIVATE_WORDS - 4)
+#define RL__REQ_BE_WORDS (RL_REQ_PRIVATE_WORDS - 5)
 
 struct rl__req_priv {
 	rl_req *next;		/* ready, pending and pool queues */
@@ -26,6 +26,7 @@ struct rl__req_priv {
 	uint32_t spare;
 	size_t cap;		/* read_file: the buffer's capacity */
 	void (*work)(rl_req *); /* a thread pool job */
+	rl_timer *deadline;	/* rl_req_deadline()'s timer, or NULL */
 	uint64_t be[RL__REQ_BE_WORDS]; /* the backend's */
 };
 

@@ -133,6 +133,31 @@ int rl_timer_cancel(rl_loop *loop, rl_timer *timer)
 	return 0;
 }
 
+int rl_timer_stop(rl_loop *loop, rl_timer *timer)
+{
+	rl_timer **pp, *prev = NULL;
+
+	if (!loop || !timer)
+		return -EINVAL;
+	if (timer->state == RL__TIMER_ACTIVE) {
+		heap_remove(loop, timer);
+		timer->state = RL__TIMER_IDLE;
+		return 0;
+	}
+	if (timer->state != RL__TIMER_CANCELLED)
+		return -ENOENT;
+	/* The cancelled queue is short: timers cancelled since the last
+	 * batch. */
+	for (pp = &loop->cancelled_head; *pp != timer; pp = &(*pp)->next)
+		prev = *pp;
+	*pp = timer->next;
+	if (loop->cancelled_tail == timer)
+		loop->cancelled_tail = prev;
+	timer->next = NULL;
+	timer->state = RL__TIMER_IDLE;
+	return 0;
+}
+
 int64_t rl__timers_next_ns(rl_loop *loop)
 {
 	uint64_t due;

@@ -176,9 +176,12 @@ static void flush_sq(rl_loop *loop, struct rl__uring *u)
  */
 static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
-	struct rl__uring_need need = rl__uring_fs_need(u, req);
+	struct rl__uring_need need = rl__op_is_net(req->op)
+					     ? rl__uring_net_need(u, req)
+					     : rl__uring_fs_need(u, req);
+	unsigned owed = need.multishot ? 0 : need.sqes;
 
-	if (u->cq_owed + need.sqes > u->cq_budget)
+	if (u->cq_owed + owed > u->cq_budget)
 		return false;
 	if (need.slot && !u->nfree)
 		return false;
@@ -189,8 +192,11 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	}
 	if (need.slot)
 		rl__ur(req)->slot = u->free_slots[--u->nfree];
-	u->cq_owed += need.sqes;
-	rl__uring_fs_prep(u, req);
+	u->cq_owed += owed;
+	if (rl__op_is_net(req->op))
+		rl__uring_net_prep(loop, u, req);
+	else
+		rl__uring_fs_prep(u, req);
 	return true;
 }
 
@@ -225,6 +231,10 @@ static void uring_submit(rl_loop *loop, rl_req *req)
 {
 	struct rl__uring *u = rl__u(loop);
 
+	if (rl__op_is_net(req->op)) {
+		rl__uring_net_submit(loop, u, req);
+		return;
+	}
 	rl__uring_fs_start(u, req);
 	rl__uring_push_or_queue(loop, u, req, &u->pending);
 }
@@ -248,7 +258,7 @@ void rl__uring_release_slot(struct rl__uring *u, rl_req *req)
 }
 
 static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
-		       int32_t res)
+		       int32_t res, uint32_t flags)
 {
 	unsigned tag = ud & RL__TAG_MASK;
 	rl_req *req = (rl_req *)(uintptr_t)(ud & ~(uint64_t)RL__TAG_MASK);
@@ -261,7 +271,10 @@ static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
 	}
 	if (tag == RL__TAG_CANCEL)
 		return;
-	rl__uring_fs_cqe(loop, u, req, tag, res);
+	if (rl__op_is_net(req->op))
+		rl__uring_net_cqe(loop, u, req, tag, res, flags);
+	else
+		rl__uring_fs_cqe(loop, u, req, tag, res);
 }
 
 static int reap(rl_loop *loop, struct rl__uring *u)
@@ -273,7 +286,8 @@ static int reap(rl_loop *loop, struct rl__uring *u)
 	do {
 		n = io_uring_peek_batch_cqe(&u->ring, cqes, BATCH);
 		for (i = 0; i < n; i++)
-			handle_cqe(loop, u, cqes[i]->user_data, cqes[i]->res);
+			handle_cqe(loop, u, cqes[i]->user_data, cqes[i]->res,
+				   cqes[i]->flags);
 		io_uring_cq_advance(&u->ring, n);
 		total += (int)n;
 	} while (n == BATCH);
@@ -361,6 +375,7 @@ static void cancel_all(rl_loop *loop, struct rl__uring *u)
 
 	u->closing = true;
 	rl__uring_fs_closing(u);
+	rl__uring_net_closing(loop, u);
 	while ((req = rl__fifo_pop(&u->pending))) {
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 		rl__uring_release_slot(u, req);
@@ -368,7 +383,11 @@ static void cancel_all(rl_loop *loop, struct rl__uring *u)
 	}
 	sqe = io_uring_get_sqe(&u->ring);
 	if (sqe) {
-		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+		/* ALL (5.19): every request, not just the first found; a
+		 * stream would otherwise wait for its own pass. */
+		io_uring_prep_cancel64(sqe, 0,
+				       IORING_ASYNC_CANCEL_ANY |
+					       IORING_ASYNC_CANCEL_ALL);
 		io_uring_sqe_set_data64(sqe, RL__TAG_CANCEL);
 	}
 	flush_sq(loop, u);
@@ -380,6 +399,10 @@ static void uring_cancel(rl_loop *loop, rl_req *req)
 
 	if (!req) {
 		cancel_all(loop, u);
+		return;
+	}
+	if (rl__op_is_net(req->op)) {
+		rl__uring_net_cancel(loop, u, req);
 		return;
 	}
 	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
@@ -428,6 +451,7 @@ static void uring_destroy(rl_loop *loop)
 		}
 	}
 	io_uring_queue_exit(&u->ring);
+	rl__uring_net_destroy(u);
 	if (u->efd >= 0)
 		close(u->efd);
 	free(u->free_slots);
@@ -444,4 +468,6 @@ const struct rl__backend rl__backend_uring = {
 	.wait = uring_wait,
 	.wake = uring_wake,
 	.register_buffers = rl__uring_register_buffers,
+	.net_setup = rl__uring_net_setup,
+	.net_bufs_back = rl__uring_net_bufs_back,
 };

@@ -24,7 +24,25 @@ enum {
 	RL__TAG_WAKE = 3,   /* the eventfd read */
 	RL__TAG_CANCEL = 4, /* an async cancel; its CQE is ignored */
 	RL__TAG_PROBE = 5,  /* a read_file's end-of-file probe */
+	RL__TAG_LINK_TIMEOUT = 6, /* a connect's linked timeout */
 	RL__TAG_MASK = 7,
+};
+
+/* Sockets (uring_net.c): the provided buffer ring, the streams waiting
+ * for buffers, and per fd, the send in flight and those queued behind it
+ * (so that sends on one socket go out in order). */
+struct rl__uring_sendq {
+	rl_req *active;
+	struct rl__fifo wait;
+};
+
+struct rl__uring_net {
+	struct io_uring_buf_ring *br;
+	size_t br_len;
+	uint32_t out;		 /* buffers not in the ring */
+	struct rl__fifo starved; /* recv streams the ring ran dry for */
+	struct rl__uring_sendq *sendq;
+	uint32_t nsendq;
 };
 
 struct rl__uring {
@@ -50,6 +68,7 @@ struct rl__uring {
 	int efd;
 	bool wake_armed;
 	uint64_t wake_buf;
+	struct rl__uring_net net;
 };
 
 /* What this backend keeps in a request (its private words, req.h). */
@@ -98,6 +117,11 @@ void rl__uring_release_slot(struct rl__uring *u, rl_req *req);
 struct rl__uring_need {
 	unsigned sqes;
 	bool slot;
+	/* A multishot request (a socket stream) is left out of the CQ
+	 * budget: it may live for ever, idle, and its CQEs have no bound
+	 * anyway. A CQ it overflows (6.x keeps the CQEs, IORING_FEAT_NODROP)
+	 * ends it without IORING_CQE_F_MORE, and uring_net.c re-arms it. */
+	bool multishot;
 };
 
 /* Sets up a new request's private words (slot and step). */
@@ -116,5 +140,20 @@ void rl__uring_fs_closing(struct rl__uring *u);
 /* The backend's register_buffers (uring_fs_write.c). */
 int rl__uring_register_buffers(rl_loop *loop, const struct iovec *iov,
 			       unsigned n);
+
+/* Sockets (uring_net.c), the same hooks for the socket requests. */
+void rl__uring_net_submit(rl_loop *loop, struct rl__uring *u, rl_req *req);
+struct rl__uring_need rl__uring_net_need(const struct rl__uring *u,
+					 rl_req *req);
+void rl__uring_net_prep(rl_loop *loop, struct rl__uring *u, rl_req *req);
+void rl__uring_net_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
+		       unsigned tag, int32_t res, uint32_t flags);
+/* rl_cancel() of a socket request, wherever it is (pending included). */
+void rl__uring_net_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req);
+/* The loop closes: what waits in user space finishes with -ECANCELED. */
+void rl__uring_net_closing(rl_loop *loop, struct rl__uring *u);
+void rl__uring_net_destroy(struct rl__uring *u);
+int rl__uring_net_setup(rl_loop *loop);
+void rl__uring_net_bufs_back(rl_loop *loop, const uint16_t *ids, unsigned n);
 
 #endif /* RINGLOOP_URING_H */

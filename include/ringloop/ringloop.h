@@ -15,6 +15,10 @@
  *   - rl_cancel() on a request in flight makes its callback run with
  *     -ECANCELED; rl_loop_close() cancels everything still in flight and
  *     runs every pending callback before it frees the loop.
+ *   - Stream requests (rl_net_accept(), rl_net_recv_stream()) are the one
+ *     exception to "exactly once": one submission, then one callback per
+ *     item with rl_req_more(req) true, then exactly one final callback
+ *     with rl_req_more(req) false. See "Sockets" below.
  *
  * Everything here must be called on the loop thread, except rl_post(),
  * which any thread may call.
@@ -26,6 +30,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #ifdef __cplusplus
@@ -67,6 +72,8 @@ enum rl_flags {
 	RL_NO_LINK = 1u << 5,	     /* io_uring: read_file as 3 round trips */
 	RL_NO_DIRECT = 1u << 6,	     /* io_uring: plain fds, not direct ones */
 	RL_NO_INLINE = 1u << 7,	     /* epoll: no inline fast path, pool only */
+	RL_SEND_ZC = 1u << 8,	     /* io_uring: every rl_net_send() is a
+				      * zero-copy IORING_OP_SEND_ZC */
 	RL_FORCE_ASYNC = 1u << 9,    /* io_uring: IOSQE_ASYNC on every file
 				      * request, so io-wq workers run them
 				      * (see iowq_max for their number) */
@@ -82,6 +89,10 @@ struct rl_options {
 				 * 0 = the kernel's default */
 	unsigned sqpoll_idle_ms; /* SQPOLL thread idle time; 0 = 1000 */
 	unsigned pool_threads;	/* epoll: thread pool size; 0 = CPU count */
+	unsigned net_bufs;	/* buffers the loop provides to stream
+				 * receives (a power of two, at most 32768);
+				 * 0 = 256 */
+	unsigned net_buf_size;	/* size of each of them; 0 = 4096 */
 };
 
 /* Fills *opt with the defaults (every field 0 means "default"). */
@@ -195,6 +206,8 @@ struct rl_stats {
 	uint64_t wakeups;	     /* eventfd wake-ups the loop consumed */
 	uint64_t queued;	     /* requests that waited in user space
 				      * (SQ full, CQ budget or slots) */
+	uint64_t net_dry;	     /* times a stream receive waited for a
+				      * provided buffer (all in use) */
 };
 
 void rl_loop_stats(const rl_loop *loop, struct rl_stats *out);
@@ -222,6 +235,15 @@ enum rl_op {
 	RL_OP_RENAME,
 	RL_OP_FSTAT,
 	RL_OP_WRITE_FILE,
+	RL_OP_ACCEPT,	   /* a stream */
+	RL_OP_CONNECT,
+	RL_OP_RECV,
+	RL_OP_RECV_STREAM, /* a stream */
+	RL_OP_SEND,
+	RL_OP_SHUTDOWN,
+	RL_OP_ACCEPT_ONE,
+	RL_OP_SENDMSG,
+	RL_OP_RECVMSG,
 };
 
 typedef void (*rl_req_cb)(rl_req *req);
@@ -484,6 +506,234 @@ int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 /* Stops a timer: its callback runs once more with -ECANCELED, on a later
  * tick. Returns 0 or -ENOENT when the timer is not active. */
 int rl_timer_cancel(rl_loop *loop, rl_timer *timer);
+
+/* Stops a timer without any further callback, including the -ECANCELED
+ * one a cancelled timer still owes. Returns 0, or -ENOENT when the timer
+ * is idle. The cheap way to drop a timeout that is no longer needed. */
+int rl_timer_stop(rl_loop *loop, rl_timer *timer);
+
+/*
+ * A deadline for a request in flight, any request (streams included): if
+ * its final callback has not come timeout_ms from now, the loop cancels it
+ * and that callback says -ETIMEDOUT (or the real result, when the request
+ * finished first). timer is the caller's, idle (zeroed, rl_timer_init()'ed
+ * or stopped), and belongs to the loop, data and cb included, until the
+ * request's final callback, which stops it: no timer callback ever runs.
+ * Calling again with the same timer moves the deadline (from a stream's
+ * item callback: an idle timeout); with another timer, replaces it.
+ * Returns 0; -ENOENT when req is not in flight or its result is known;
+ * -EALREADY when it is cancelled; -EBUSY when timer is in use otherwise.
+ *
+ * The same done by hand: start a timer whose callback calls rl_cancel(),
+ * and rl_timer_stop() it in the request's callback.
+ */
+int rl_req_deadline(rl_loop *loop, rl_req *req, rl_timer *timer,
+		    uint64_t timeout_ms);
+
+/* ---------------------------------------------------------------- sockets */
+
+/*
+ * Sockets: TCP over IPv4 and IPv6, Unix stream sockets, and datagrams (UDP,
+ * Unix), with the same results on every backend (docs/net.md tells how).
+ *
+ * Every socket the loop makes (rl_net_listen(), rl_net_connect(), the
+ * connections rl_net_accept() hands out) is non-blocking and close-on-exec,
+ * and is a plain fd that belongs to the caller: close it with close(2) or
+ * rl_fs_close() once no request on it is in flight. Closing an fd that a
+ * request still uses is undefined, as with a syscall on another thread;
+ * on io_uring the request even keeps the socket open. So end a stream
+ * first: rl_cancel() it, or shutdown(fd, SHUT_RDWR), which ends it with 0.
+ * Sends never raise SIGPIPE: a send to a closed peer fails with -EPIPE.
+ *
+ * Streams. rl_net_accept() and rl_net_recv_stream() are submitted once and
+ * call back many times:
+ *
+ *   - once per item (a connection; a chunk of data), with req->result >= 0
+ *     and rl_req_more(req) true;
+ *   - then exactly once more, the final callback, with rl_req_more(req)
+ *     false and req->result 0 at the end of the stream (the peer shut down
+ *     its side), -ECANCELED after rl_cancel() or rl_loop_close(), or
+ *     another -errno. After it the request is idle and may be submitted
+ *     again.
+ *
+ * rl_cancel() of a stream returns 0 and ends it: the next callback is the
+ * final one, with -ECANCELED; items the loop has received but not yet
+ * delivered are dropped (buffers recycled, accepted connections closed).
+ * When the final result is known already (an end of stream or an error
+ * waiting to be delivered, maybe behind items), rl_cancel() returns -ENOENT
+ * and the stream's remaining callbacks come as they would have.
+ * rl_loop_close() ends every stream like rl_cancel(): each gets its final
+ * callback, with -ECANCELED or the result it had already.
+ *
+ * Order. A stream's items come in order, and its final callback after its
+ * last item. Sends on one socket go out and complete in submission order,
+ * even when the loop has to continue a short write. Two receives in flight
+ * on one socket (two rl_net_recv(), or one beside a stream) split the data
+ * between them in no defined way: don't.
+ *
+ * Timeouts. rl_net_connect() takes one. Any other request, streams
+ * included, gets one from rl_req_deadline() (below).
+ */
+
+/* A socket address (IPv4, IPv6 or Unix) and its length. */
+struct rl_addr {
+	union {
+		struct sockaddr sa;
+		struct sockaddr_storage ss;
+	};
+	socklen_t len;
+};
+
+/* Fills *addr from a numeric IPv4 or IPv6 address ("127.0.0.1", "::1"; no
+ * name lookup, which could block) and a port. Returns 0 or -EINVAL. */
+int rl_addr_ip(struct rl_addr *addr, const char *ip, uint16_t port);
+
+/* Fills *addr with a Unix socket path; a leading '@' names an abstract
+ * socket. Returns 0, -EINVAL (empty) or -ENAMETOOLONG. */
+int rl_addr_unix(struct rl_addr *addr, const char *path);
+
+/* The port of an IPv4 or IPv6 address, or -EAFNOSUPPORT. */
+int rl_addr_port(const struct rl_addr *addr);
+
+/* Writes "1.2.3.4:80", "[::1]:80" or the Unix path into buf (always
+ * terminated when size > 0). Returns the length it needed, or -errno. */
+int rl_addr_format(const struct rl_addr *addr, char *buf, size_t size);
+
+/* The local and the peer address of a socket (a listener bound to port 0
+ * tells its port this way). Return 0 or -errno. */
+int rl_net_local_addr(int fd, struct rl_addr *addr);
+int rl_net_peer_addr(int fd, struct rl_addr *addr);
+
+/* Sets or clears TCP_NODELAY (no Nagle delay for small writes). Returns 0
+ * or -errno (-EOPNOTSUPP on a Unix socket). */
+int rl_net_nodelay(int fd, int on);
+
+enum rl_listen_flags {
+	RL_LISTEN_REUSEPORT = 1u << 0, /* SO_REUSEPORT: one port, many loops */
+	RL_LISTEN_V6ONLY = 1u << 1,    /* IPv6 only, no IPv4-mapped peers */
+	RL_LISTEN_NODELAY = 1u << 2,   /* TCP_NODELAY, which accepted
+					* connections inherit */
+};
+
+/*
+ * Creates a socket bound to addr and listening on it, synchronously (none
+ * of it blocks). TCP listeners get SO_REUSEADDR. A Unix path must not
+ * exist yet (remove a stale one first). backlog <= 0 means SOMAXCONN.
+ * Returns the fd, or -errno (-EADDRINUSE, -EACCES, -EINVAL...).
+ */
+int rl_net_listen(const struct rl_addr *addr, int backlog, unsigned flags);
+
+/*
+ * A stream of the connections accepted on the listening socket fd: each
+ * item's req->result is a connected socket, the caller's. A connection
+ * that its peer reset before it was accepted is skipped. Running out of
+ * fds (-EMFILE, -ENFILE) or memory (-ENOBUFS, -ENOMEM) ends the stream with
+ * that error: the connections waiting stay in the listener's backlog, and
+ * a new rl_net_accept() takes them once fds are free again.
+ */
+int rl_net_accept(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb);
+
+/* Accepts one connection (a plain request, one callback): result is the
+ * connected socket, the caller's, or -errno as for rl_net_accept(). For a
+ * "wait for the next client" call; a server taking many connections does
+ * better with the stream. */
+int rl_net_accept_one(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb);
+
+enum rl_connect_flags {
+	RL_CONNECT_NODELAY = 1u << 0, /* TCP_NODELAY on the new socket */
+};
+
+/*
+ * Creates a socket of addr's family and connects it to addr. result is
+ * the connected socket, the caller's to close; on failure (and when
+ * cancelled) the loop closes it itself. timeout_ms > 0: the connect fails
+ * with -ETIMEDOUT when it has not succeeded by then; 0: as long as the
+ * kernel tries. addr must stay valid until the callback. While the
+ * request is in flight req->fd is the new socket.
+ */
+int rl_net_connect(rl_loop *loop, rl_req *req, const struct rl_addr *addr,
+		   unsigned flags, uint64_t timeout_ms, rl_req_cb cb);
+
+/* Receives up to len (> 0) bytes into buf, waiting for data as long as it
+ * takes; result is the byte count, 0 at the end of the stream. */
+int rl_net_recv(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
+		rl_req_cb cb);
+
+/*
+ * A stream of the data received on fd, in buffers the loop provides
+ * (rl_options.net_bufs buffers of net_buf_size bytes, shared by the loop's
+ * streams). Each item: req->buf and req->len are the data, req->result ==
+ * req->len > 0. The buffer is the loop's again when the callback returns,
+ * unless the callback keeps it with rl_net_buf_hold(). The final callback
+ * says 0 at the end of the stream, or -errno. When every buffer is in use,
+ * the streams wait until buffers come back (the kernel keeps the data and
+ * TCP slows the peer): never an error.
+ */
+int rl_net_recv_stream(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb);
+
+/* In a stream item's callback: keeps its buffer past the callback, and
+ * returns it (req->buf). The streams cannot use it until it is given back
+ * with rl_net_buf_release(). NULL when the callback has no buffer. */
+void *rl_net_buf_hold(rl_req *req);
+
+/* Gives a held buffer back. Returns 0, or -EINVAL when buf is not a
+ * buffer of this loop that is held. */
+int rl_net_buf_release(rl_loop *loop, void *buf);
+
+enum rl_send_flags {
+	RL_SEND_MORE = 1u << 0, /* MSG_MORE: more follows, fill packets */
+};
+
+/*
+ * Sends all len bytes of buf. A short write is continued where it
+ * stopped; result is len once the kernel has all of it (buf is the
+ * caller's again), or -errno (-EPIPE, -ECONNRESET...: a prefix may have
+ * gone out). While the peer does not read, the request just stays in
+ * flight, and the loop keeps no copy of the data. With RL_SEND_ZC on
+ * io_uring the kernel sends from buf without a copy, and the callback
+ * comes when the kernel has let go of buf: for a cancelled send whose
+ * data the peer has not read, that is when the connection goes away.
+ */
+int rl_net_send(rl_loop *loop, rl_req *req, int fd, const void *buf,
+		size_t len, unsigned flags, rl_req_cb cb);
+
+/* shutdown(2) of fd: how is SHUT_RD, SHUT_WR or SHUT_RDWR. result 0 or
+ * -errno (-ENOTCONN). After SHUT_WR the peer reads the end of the stream
+ * once it has read what was sent before. */
+int rl_net_shutdown(rl_loop *loop, rl_req *req, int fd, int how,
+		    rl_req_cb cb);
+
+/* In a callback: nonzero when more callbacks of this request follow (a
+ * stream's item), 0 in a request's final (or only) callback. */
+int rl_req_more(const rl_req *req);
+
+/*
+ * Datagrams. rl_net_udp() makes a datagram socket (UDP, or a Unix
+ * datagram socket) bound to addr (port 0: any), synchronously; flags are
+ * RL_LISTEN_REUSEPORT and RL_LISTEN_V6ONLY. Returns the fd or -errno.
+ */
+int rl_net_udp(const struct rl_addr *addr, unsigned flags);
+
+/*
+ * One sendmsg(2) of msg on fd: result is the bytes sent, a datagram whole,
+ * or -errno (-ECONNREFUSED on a connected UDP socket whose peer's port is
+ * closed, -EMSGSIZE). msg, and the address, iovecs and control data it
+ * points to, stay the caller's and must stay valid until the callback. It
+ * waits for room like rl_net_send(), and keeps its place in the fd's order
+ * of sends. Meant for datagram sockets: on a stream socket the count may be
+ * short, where rl_net_send() would go on.
+ */
+int rl_net_sendmsg(rl_loop *loop, rl_req *req, int fd,
+		   const struct msghdr *msg, rl_req_cb cb);
+
+/*
+ * One recvmsg(2) into msg, waiting for a datagram: result is its size, 0
+ * for an empty one. msg->msg_namelen then holds the sender's address
+ * length, and msg->msg_flags has MSG_TRUNC when the datagram did not fit.
+ * msg and its buffers must stay valid until the callback.
+ */
+int rl_net_recvmsg(rl_loop *loop, rl_req *req, int fd, struct msghdr *msg,
+		   rl_req_cb cb);
 
 /* ------------------------------------------------- cross-thread wake-ups */
 
