@@ -41,6 +41,100 @@ void rl__ep_to_pool(struct rl__ep *ep, rl_req *req)
 	rl__fifo_push(&ep->batch, req);
 }
 
+/* Jobs that may block for good are rare: each goes to the slow lane at
+ * once, which starts a worker for it if none is idle. */
+void rl__ep_to_slow(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+		    void (*work)(rl_req *))
+{
+	struct rl__fifo one = {0};
+
+	rl__req(req)->work = work;
+	rl__epr(req)->step = RL__EP_SLOW;
+	rl__fifo_push(&one, req);
+	ep->in_slow++;
+	loop->stats.syscalls +=
+	    rl__pool_submit(&ep->slow, &one, ep->slow.max_threads);
+}
+
+/* ------------------------------------------------------------ out of fds */
+
+void rl__ep_fd_held(struct rl__ep *ep, rl_req *req)
+{
+	if (!(rl__epr(req)->bflags & RL__EP_HELD)) {
+		rl__epr(req)->bflags |= RL__EP_HELD;
+		ep->fds_held++;
+	}
+}
+
+/* Starts req again, from the pool. */
+static void fd_retry(struct rl__ep *ep, rl_req *req)
+{
+	rl__epr(req)->gen = ep->fd_gen;
+	rl__epr(req)->bflags |= RL__EP_TRIED;
+	rl__ep_to_pool(ep, req);
+}
+
+/* Nothing of the loop's holds an fd any more: a waiter that saw an fd
+ * given back since it started tries again; the others can only fail. */
+static void fd_wait_drain(rl_loop *loop, struct rl__ep *ep)
+{
+	rl_req *req;
+
+	while ((req = rl__fifo_pop(&ep->fd_wait))) {
+		if (rl__epr(req)->gen != ep->fd_gen) {
+			fd_retry(ep, req);
+			continue;
+		}
+		rl__epr(req)->step = RL__EP_NONE;
+		rl__complete(loop, req, -EMFILE);
+	}
+}
+
+void rl__ep_fd_gave_back(struct rl__ep *ep)
+{
+	rl_req *waiter;
+
+	ep->fd_gen++;
+	if ((waiter = rl__fifo_pop(&ep->fd_wait)))
+		fd_retry(ep, waiter);
+}
+
+/* req no longer holds an fd; gave_back: it had one (or may have had). */
+static void fd_unhold(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+		      bool gave_back)
+{
+	if (!(rl__epr(req)->bflags & RL__EP_HELD))
+		return;
+	rl__epr(req)->bflags &= ~(uint32_t)RL__EP_HELD;
+	ep->fds_held--;
+	if (gave_back)
+		rl__ep_fd_gave_back(ep);
+	if (!ep->fds_held && !rl__fifo_empty(&ep->fd_wait))
+		fd_wait_drain(loop, ep);
+}
+
+void rl__ep_fd_released(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	fd_unhold(loop, ep, req, true);
+}
+
+bool rl__ep_fd_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	fd_unhold(loop, ep, req, false);
+	if (ep->closing || (rl__req(req)->state & RL__REQ_CANCEL))
+		return false;
+	if (rl__epr(req)->gen != ep->fd_gen) {
+		/* An fd was given back since it started: try again. */
+		fd_retry(ep, req);
+		return true;
+	}
+	if (!ep->fds_held)
+		return false;
+	rl__epr(req)->step = RL__EP_FD_WAIT;
+	rl__fifo_push(&ep->fd_wait, req);
+	return true;
+}
+
 /* The request's result is known, but rl__complete() waits for the next
  * wait(): until then it is in flight as far as rl_cancel() can tell, which
  * answers -EALREADY for a second cancel, as for a request in the kernel. */
@@ -65,14 +159,14 @@ void rl__ep_sys_close(rl_loop *loop, int fd)
 	loop->stats.syscalls++;
 }
 
-/* A read that may wait forever: poll it (epoll_watch.c), or give it to a
- * worker when its fd cannot be polled (epoll says EPERM). */
+/* A read that may wait forever: poll it (epoll_watch.c), or give it to the
+ * slow lane when its fd cannot be polled (epoll says EPERM). */
 void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	if (rl__ep_watch(loop, ep, req, false) == 0)
 		return;
 	rl__epr(req)->bflags |= RL__RD_BLOCKING;
-	rl__ep_to_pool(ep, req);
+	rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
 }
 
 /* ---------------------------------------------------------- the backend */
@@ -82,6 +176,7 @@ void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 static void run_one(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	rl__epr(req)->step = RL__EP_NONE;
+	rl__epr(req)->gen = ep->fd_gen;
 	if ((rl__epr(req)->bflags & RL__EP_TRIED) || !rl__ep_fs_may_inline(ep, req) ||
 	    !rl__ep_fs_try_inline(loop, ep, req)) {
 		rl__epr(req)->bflags |= RL__EP_TRIED;
@@ -113,6 +208,9 @@ static void run_inline(rl_loop *loop, struct rl__ep *ep)
 	for (req = share.head; req; req = rl__req(req)->next) {
 		rl__req(req)->work = rl__ep_fs_job(req);
 		rl__epr(req)->step = RL__EP_POOL;
+		rl__epr(req)->gen = ep->fd_gen;
+		if (req->op == RL_OP_READ_FILE)
+			rl__ep_fd_held(ep, req);
 	}
 	ep->in_pool += ep->ninline;
 	ep->ninline = 0;
@@ -120,6 +218,9 @@ static void run_inline(rl_loop *loop, struct rl__ep *ep)
 	loop->stats.syscalls += rl__pool_submit(&ep->pool, &share, ep->ncpu - 1);
 	while ((req = rl__pool_take(&ep->pool))) {
 		ep->in_pool--;
+		/* The loop thread's own attempt holds its fd only while it
+		 * runs: no longer one of the pool's. */
+		fd_unhold(loop, ep, req, false);
 		run_one(loop, ep, req);
 	}
 }
@@ -135,6 +236,7 @@ static void ep_submit(rl_loop *loop, rl_req *req)
 	rl__epr(req)->step = RL__EP_NONE;
 	rl__epr(req)->slot = -1;
 	rl__epr(req)->bflags = 0;
+	rl__epr(req)->gen = ep->fd_gen;
 	rl__epr(req)->res[0] = 0;
 	rl__epr(req)->res[1] = 0;
 	if (ep->inline_ok) {
@@ -157,17 +259,49 @@ static void flush_batch(rl_loop *loop, struct rl__ep *ep)
 		return;
 	for (rl_req *r = ep->batch.head; r; r = rl__req(r)->next) {
 		rl__epr(r)->step = RL__EP_POOL;
+		if (r->op == RL_OP_READ_FILE)
+			rl__ep_fd_held(ep, r);
 		n++;
 	}
 	ep->in_pool += n;
 	/* Each worker woken may cost a futex call on this thread. */
 	loop->stats.syscalls +=
-		rl__pool_submit(&ep->pool, &ep->batch, ep->pool.nthreads);
+	    rl__pool_submit(&ep->pool, &ep->batch, ep->pool.max_threads);
+}
+
+/* A read_file's job came back from a lane. */
+static int read_file_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+			  int64_t res)
+{
+	bool stopping = (rl__req(req)->state & RL__REQ_CANCEL) || ep->closing;
+
+	if (res == RL__RES_STREAM) {
+		/* It opened a FIFO or a device (req->fd), and holds it. */
+		if (stopping) {
+			rl__ep_fs_stream_close(loop, ep, req);
+			rl__complete(loop, req, -ECANCELED);
+			return 1;
+		}
+		rl__ep_fs_stream(loop, ep, req);
+		return 0;
+	}
+	if (rl__epr(req)->bflags & RL__EP_STREAM) {
+		/* The slow lane read a stream to its end: close it. */
+		rl__ep_fs_stream_close(loop, ep, req);
+	} else if ((res == -EMFILE || res == -ENFILE) &&
+		   rl__ep_fd_wait(loop, ep, req)) {
+		return 0;
+	} else {
+		fd_unhold(loop, ep, req, true);
+	}
+	rl__complete(loop, req, res);
+	return 1;
 }
 
 static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	int64_t res = rl__epr(req)->res[0];
+	bool stopping = (rl__req(req)->state & RL__REQ_CANCEL) || ep->closing;
 
 	/* Interrupted because the loop closes (a cancelled request becomes
 	 * -ECANCELED in rl__complete() anyway). Not a close: Linux has
@@ -177,12 +311,17 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 
 	rl__epr(req)->step = RL__EP_NONE;
 	rl__ep_fs_done(ep, req, res);
-	if (res == RL__RES_POLL) {
-		if ((rl__req(req)->state & RL__REQ_CANCEL) || ep->closing) {
+	if (req->op == RL_OP_READ_FILE)
+		return read_file_done(loop, ep, req, res);
+	if (res == RL__RES_POLL || res == RL__RES_SLOW) {
+		if (stopping) {
 			rl__complete(loop, req, -ECANCELED);
 			return 1;
 		}
-		rl__ep_watch_or_block(loop, ep, req);
+		if (res == RL__RES_POLL)
+			rl__ep_watch_or_block(loop, ep, req);
+		else
+			rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
 		return 0;
 	}
 	rl__complete(loop, req, res);
@@ -205,6 +344,12 @@ static int reap(rl_loop *loop, struct rl__ep *ep)
 	rl__pool_take_done(&ep->pool, &done);
 	while ((req = rl__fifo_pop(&done))) {
 		ep->in_pool--;
+		loop->stats.pool_jobs++;
+		n += pool_done(loop, ep, req);
+	}
+	rl__pool_take_done(&ep->slow, &done);
+	while ((req = rl__fifo_pop(&done))) {
+		ep->in_slow--;
 		loop->stats.pool_jobs++;
 		n += pool_done(loop, ep, req);
 	}
@@ -319,11 +464,15 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		rl__spin_outcome(&ep->spin, done > 0);
 	}
 	for (;;) {
+		/* What the reaping sent to the pool (a retry, a read that
+		 * found nothing to poll) goes before any sleep. */
+		flush_batch(loop, ep);
 		/* Completions in hand, or no waiting allowed, or a job
 		 * finished just now: only the watched fds need a look, if
 		 * there are some. */
 		sleep = !done && timeout_ns != 0 &&
-			rl__pool_may_sleep(&ep->pool);
+			rl__pool_may_sleep(&ep->pool) &&
+			rl__pool_may_sleep(&ep->slow);
 		capped = false;
 		if (sleep) {
 			t = hold_cap(ep, timeout_ns, &capped);
@@ -343,8 +492,8 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		ep->poll_owed = false;
 		start = capped && timeout_ns > 0 ? rl__clock_ns() : 0;
 		n = poll_fds(loop, ep, t, evs);
-		if (sleep)
-			rl__pool_awake(&ep->pool);
+		rl__pool_awake(&ep->pool);
+		rl__pool_awake(&ep->slow);
 		if (n < 0)
 			return n == -EINTR ? done + reap(loop, ep) : n;
 		for (i = 0; i < n; i++) {
@@ -377,6 +526,14 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 	}
 }
 
+/* A watched request is dropped: a stream's fd goes with it. */
+static void drop_watched(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	rl__ep_unwatch(loop, ep, req);
+	if (rl__epr(req)->bflags & RL__EP_STREAM)
+		rl__ep_fs_stream_close(loop, ep, req);
+}
+
 static void ep_cancel(rl_loop *loop, rl_req *req)
 {
 	struct rl__ep *ep = rl__ep(loop);
@@ -394,14 +551,25 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 		rl__fifo_splice(&gone, &ep->inl);
 		ep->ninline = 0;
 		rl__fifo_splice(&gone, &ep->batch);
+		rl__fifo_splice(&gone, &ep->fd_wait);
 		while ((req = rl__fifo_pop(&gone))) {
 			rl__epr(req)->step = RL__EP_NONE;
+			fd_unhold(loop, ep, req, false);
 			rl__complete(loop, req, -ECANCELED);
 		}
 		rl__pool_cancel_all(&ep->pool, &gone);
 		while ((req = rl__fifo_pop(&gone))) {
 			ep->in_pool--;
 			rl__epr(req)->step = RL__EP_NONE;
+			fd_unhold(loop, ep, req, false);
+			rl__complete(loop, req, -ECANCELED);
+		}
+		rl__pool_cancel_all(&ep->slow, &gone);
+		while ((req = rl__fifo_pop(&gone))) {
+			ep->in_slow--;
+			rl__epr(req)->step = RL__EP_NONE;
+			if (rl__epr(req)->bflags & RL__EP_STREAM)
+				rl__ep_fs_stream_close(loop, ep, req);
 			rl__complete(loop, req, -ECANCELED);
 		}
 		rl__ep_watch_close(loop, ep);
@@ -410,6 +578,7 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 		 * would keep the close waiting: interrupt them, again on
 		 * every pass of the close, until they have finished. */
 		rl__pool_interrupt(&ep->pool, NULL);
+		rl__pool_interrupt(&ep->slow, NULL);
 		return;
 	}
 	switch (rl__epr(req)->step) {
@@ -420,6 +589,9 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 	case RL__EP_BATCH:
 		rl__fifo_remove(&ep->batch, req);
 		break;
+	case RL__EP_FD_WAIT:
+		rl__fifo_remove(&ep->fd_wait, req);
+		break;
 	case RL__EP_POOL:
 		if (!rl__pool_cancel(&ep->pool, req)) {
 			/* Running: its result becomes -ECANCELED; if it
@@ -428,9 +600,19 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 			return;
 		}
 		ep->in_pool--;
+		fd_unhold(loop, ep, req, false);
+		break;
+	case RL__EP_SLOW:
+		if (!rl__pool_cancel(&ep->slow, req)) {
+			rl__pool_interrupt(&ep->slow, req);
+			return;
+		}
+		ep->in_slow--;
+		if (rl__epr(req)->bflags & RL__EP_STREAM)
+			rl__ep_fs_stream_close(loop, ep, req);
 		break;
 	case RL__EP_WATCH:
-		rl__ep_unwatch(loop, ep, req);
+		drop_watched(loop, ep, req);
 		break;
 	default:
 		/* Finished inline: rl__complete() turns the result into
@@ -466,6 +648,7 @@ static void ep_destroy(rl_loop *loop)
 	rl__pool_destroy(&ep->pool);
 	rl__ep_fs_free(ep);
 	rl__ep_watch_free(ep);
+	rl__pool_destroy(&ep->slow);
 	close(ep->efd);
 	close(ep->epfd);
 	free(ep);
@@ -476,8 +659,9 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 {
 	struct epoll_event ev = { .events = EPOLLIN,
 				  .data.u64 = RL__EP_EFD_TAG };
+	struct rl__pool_config cfg;
 	struct rl__ep *ep;
-	int ret;
+	int ret, signo;
 
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
@@ -501,10 +685,24 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 	loop->stats.syscalls++;
 	if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->efd, &ev) < 0)
 		goto fail_errno;
-	ret = rl__pool_init(&ep->pool, rl__pool_size(opt->pool_threads),
-			    ep_notify, ep);
+	signo = rl__pool_signal(opt->pool_signal);
+	cfg = (struct rl__pool_config){
+	    .threads = rl__pool_size(opt->pool_threads),
+	    .signo = signo,
+	    .hold_back = true,
+	    .spin = true,
+	};
+	ret = rl__pool_init(&ep->pool, &cfg, ep_notify, ep);
 	if (ret < 0)
 		goto fail;
+	/* The slow lane starts no worker until a job comes. */
+	cfg = (struct rl__pool_config){.max_threads = RL__SLOW_MAX,
+				       .signo = signo};
+	ret = rl__pool_init(&ep->slow, &cfg, ep_notify, ep);
+	if (ret < 0) {
+		rl__pool_destroy(&ep->pool);
+		goto fail;
+	}
 	loop->be = ep;
 	return 0;
 

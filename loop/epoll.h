@@ -11,9 +11,28 @@
  * pool (threadpool.c), whose workers do it the blocking way. A request
  * finished inline waits on the finished list until the end of that
  * wait(), so its callback runs on a later tick and rl_cancel() still sees
- * it in flight, as on io_uring. A read that may wait forever (a pipe, a
- * socket, a character device) is polled on the loop thread instead of
- * blocking a worker, so cancelling it just drops the registration.
+ * it in flight, as on io_uring.
+ *
+ * Nothing that may wait for good blocks a regular worker, so a few such
+ * requests never hold back the stats and reads behind them:
+ *
+ *  - A read that may wait forever (a pipe, a socket, a character device)
+ *    is polled on the loop thread instead, so cancelling it just drops
+ *    the registration. So is a read_file of such a file: its open is done
+ *    with O_NONBLOCK (which, for a FIFO opened for reading, is a reader
+ *    that does not wait for a writer), and the file is then read, kept
+ *    open, as its data comes (epoll reports nothing before a writer came,
+ *    so its end is a writer that came and went, as for a blocking read).
+ *  - What cannot be polled and may still block (an open of a FIFO for
+ *    writing, which waits for a reader; a read of a device without poll
+ *    support) goes to the slow lane: a second pool, whose workers are
+ *    started as such jobs come, up to RL__SLOW_MAX, and interrupted by the
+ *    pool's signal when their request is cancelled.
+ *
+ * Out of fds. A read_file that meets EMFILE or ENFILE while the loop's own
+ * read_files hold fds waits for one of them to give its fd back (as the
+ * io_uring backend does); only when none is held, and none was given back
+ * since it started, does it fail.
  *
  * The io_uring-only knobs in rl_options.flags are ignored here, so that
  * RL_BACKEND_AUTO works with them on a kernel without io_uring.
@@ -31,10 +50,12 @@ enum {
 	RL__EP_INLINE,	 /* waiting for the next wait() to try the fast path */
 	RL__EP_BATCH,	 /* waiting to be handed to the pool at the next wait() */
 	RL__EP_POOL,	 /* on the pool's queue, or running on a worker */
+	RL__EP_SLOW,	 /* in the slow lane (queued or running) */
 	RL__EP_WATCH,	 /* waiting for its fd to become readable (writable) */
 	RL__EP_FINISHED, /* finished inline; its completion is due next wait() */
 	RL__EP_NET_NEW,	 /* a socket request, started at the next wait() */
 	RL__EP_STARVED,	 /* a recv stream waiting for provided buffers */
+	RL__EP_FD_WAIT,	 /* a read_file waiting for an fd (see above) */
 };
 
 /* What is known about a read's fd (rl__ep_req.bflags), set by the loop
@@ -44,6 +65,8 @@ enum {
 	RL__RD_BLOCKING = 2, /* cannot be polled: a blocking read is all there is */
 	RL__EP_TRIED = 4,    /* the fast path failed once: leave it to a worker */
 	RL__EP_OUT = 8,	     /* watched for writing (else for reading) */
+	RL__EP_STREAM = 16,  /* a read_file reading the stream open in req->fd */
+	RL__EP_HELD = 32,    /* a read_file counted in rl__ep.fds_held */
 };
 
 /* The eventfd's epoll data; a watched fd's data is the fd itself. */
@@ -65,9 +88,17 @@ struct rl__ep_fd {
 	bool dirty;
 };
 
-/* A worker's answer for a read of a pipe, socket or device that has
- * nothing to read yet: "poll it on the loop thread". */
+/* Workers' answers that are not results. POLL: a read of a pipe, socket
+ * or device has nothing to read yet: poll it on the loop thread. STREAM:
+ * a read_file opened a FIFO or device, kept open in req->fd: read it as
+ * it comes. SLOW: an open would block (a FIFO for writing with no reader,
+ * a lease): the slow lane does it. */
 #define RL__RES_POLL INT64_MIN
+#define RL__RES_STREAM (INT64_MIN + 1)
+#define RL__RES_SLOW   (INT64_MIN + 2)
+
+/* The slow lane's worker cap. */
+#define RL__SLOW_MAX 64
 
 struct rl__ep {
 	int epfd;
@@ -82,6 +113,10 @@ struct rl__ep {
 	unsigned nwatch;
 	unsigned ninline;	  /* RL__EP_INLINE */
 	uint64_t in_pool;	  /* jobs handed to the pool, not reaped */
+	uint64_t in_slow;	  /* ... to the slow lane */
+	uint64_t fds_held;	  /* read_files out that may hold an fd */
+	uint32_t fd_gen;	  /* fds the loop's read_files gave back */
+	struct rl__fifo fd_wait;  /* RL__EP_FD_WAIT */
 	struct rl__spin spin;	  /* whether spinning for jobs paid lately */
 	struct rl__fifo inl;	  /* RL__EP_INLINE */
 	struct rl__fifo batch;	  /* RL__EP_BATCH */
@@ -96,13 +131,15 @@ struct rl__ep {
 	struct rl__fifo net_new;  /* RL__EP_NET_NEW */
 	struct rl__fifo starved;  /* RL__EP_STARVED */
 	rl_req *deadlines;	  /* connects with a timeout, soonest first */
+	struct rl__pool slow;	  /* jobs that may block for good */
 };
 
 /* What this backend keeps in a request (its private words, req.h). */
 struct rl__ep_req {
 	int32_t slot;	 /* unused, -1 */
 	int32_t step;	 /* RL__EP_*: where the request is */
-	uint32_t bflags; /* RL__RD_*, RL__EP_TRIED, RL__EP_OUT */
+	uint32_t bflags; /* RL__RD_*, RL__EP_* */
+	uint32_t gen;	 /* read_file: rl__ep.fd_gen when it last started */
 	int64_t res[2];	 /* a job's result; a read's (a send's) bytes so far */
 	uint64_t due_ns; /* a connect's deadline, 0 for none */
 	rl_req *dnext;	 /* the deadline list */
@@ -123,14 +160,17 @@ static inline struct rl__ep *rl__ep(rl_loop *loop)
 
 /* Queues req for the pool; it goes at the next wait(). */
 void rl__ep_to_pool(struct rl__ep *ep, rl_req *req);
+/* Hands req to the slow lane now, to run work. */
+void rl__ep_to_slow(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+		    void (*work)(rl_req *));
 /* req finished on the loop thread with res; its callback runs after the
  * current wait(). */
 void rl__ep_finish_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 			  int64_t res);
 /* close(fd), counted as a loop syscall. */
 void rl__ep_sys_close(rl_loop *loop, int fd);
-/* A read that may wait forever: poll its fd, or give it to a worker when
- * the fd cannot be polled. */
+/* A read that may wait forever: poll its fd, or give it to the slow lane
+ * when the fd cannot be polled. */
 void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* req waits again after a spurious wake-up; false when epoll refuses. */
 bool rl__ep_rewatch(rl_loop *loop, struct rl__ep *ep, rl_req *req);
@@ -168,20 +208,40 @@ void rl__ep_net_closing(rl_loop *loop, struct rl__ep *ep);
 int rl__ep_net_setup(rl_loop *loop);
 void rl__ep_net_bufs_back(rl_loop *loop, const uint16_t *ids, unsigned n);
 
+/* fds of the loop's read_files (see "Out of fds" above). held: req may
+ * hold one from now on. released: it holds none any more (gave one back,
+ * or never got one); a request waiting for an fd may try again. */
+void rl__ep_fd_held(struct rl__ep *ep, rl_req *req);
+void rl__ep_fd_released(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+/* The loop thread closed a read_file's fd (the fast path). */
+void rl__ep_fd_gave_back(struct rl__ep *ep);
+/* A read_file met EMFILE/ENFILE: true when it will try again (later, or
+ * at once), false when it must fail with that error. */
+bool rl__ep_fd_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+
 /* -------------------------------------------------- operations, for the core */
 
 /* The pool job that does req the blocking way, on a worker. */
 void (*rl__ep_fs_job(const rl_req *req))(rl_req *);
+/* The slow lane's job for req: a blocking open, a read of a device that
+ * cannot be polled, a read_file of one. */
+void (*rl__ep_fs_slow_job(const rl_req *req))(rl_req *);
 /* Whether the fast path may finish req on the loop thread. */
 bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req);
 /* The fast path: true when req finished (or went to be watched, or to the
  * pool from where it stopped); false when the pool must do it all. */
 bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+/* A read_file whose open found a FIFO or a device, open in req->fd: read
+ * it as its data comes (polled), or in the slow lane. */
+void rl__ep_fs_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* A watched fd became readable (or hung up, or failed). */
 void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* req finished with res (before rl__complete()): what the operations
  * learn from it (which fds are O_DIRECT). */
 void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res);
 void rl__ep_fs_free(struct rl__ep *ep);
+/* A read_file streaming from req->fd ends (cancel, close, its end): the
+ * fd is closed. */
+void rl__ep_fs_stream_close(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 
 #endif /* RINGLOOP_EPOLL_H */

@@ -6,12 +6,19 @@
  *
  * The fast path: read_file is openat2 + fstat + preadv2 + close, as many
  * syscalls as the plain synchronous loop; read (readv, read_fixed) is a
- * preadv2; close is a close(); open is openat2 (+ fstat + F_SETFL). stat,
- * writes and everything else always go to the pool (see
- * rl__ep_fs_may_inline()); their jobs are in epoll_fs_write.c. What the
- * fast path cannot finish without blocking goes to the pool; a read_file
- * that stops half-way starts over in the worker, with a fresh open, from
+ * preadv2; close is a close(); open is openat2 (+ F_SETFL). stat, writes
+ * and everything else always go to the pool (see rl__ep_fs_may_inline());
+ * their jobs are in epoll_fs_write.c. What the fast path cannot finish
+ * without blocking goes to the pool; a read_file of a regular file that
+ * stops half-way starts over in the worker, with a fresh open, from
  * offset 0.
+ *
+ * Special files are opened as io_uring opens them: first with O_NONBLOCK.
+ * That never waits for a FIFO's peer: a FIFO opened for reading is a
+ * reader at once (kept, never closed and opened again, which would let a
+ * writer through to a FIFO with no reader: SIGPIPE), and one opened for
+ * writing with no reader fails with ENXIO, after which the slow lane does
+ * the blocking open(2), which waits for a reader.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -61,9 +69,10 @@ static int sys_openat2(const char *path, int flags, uint64_t resolve)
 /* ------------------------------------------------------------ pool jobs */
 
 /* These run on a worker. They read the request's arguments and leave the
- * result in ep_req.res[0]; they touch nothing else the loop owns. A blocking
- * call interrupted by the pool's signal (threadpool.h) is retried unless
- * the job was asked to give up; then it fails with -EINTR, which the loop
+ * result in ep_req.res[0]; they touch nothing else the loop owns (but
+ * req->fd for a read_file that found a stream). A blocking call
+ * interrupted by the pool's signal (threadpool.h) is retried unless the
+ * job was asked to give up; then it fails with -EINTR, which the loop
  * reports as -ECANCELED. */
 
 static int open_retrying(const char *path, int flags, mode_t mode)
@@ -76,10 +85,56 @@ static int open_retrying(const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : fd;
 }
 
+/* A job that was asked to give up and failed failed because of that (a
+ * signal ends a wait with EINTR, or a copy to a buffer with EFAULT): the
+ * loop reports it as cancelled, not as the kernel's error. */
+static int64_t given_up(int64_t res)
+{
+	return res < 0 && rl__pool_job_cancelled() ? -EINTR : res;
+}
+
+/* An open that would block (see the top): a FIFO for writing with no
+ * reader (ENXIO), a lease to break (EWOULDBLOCK). */
+static bool open_would_block(int flags, int err)
+{
+	return !(flags & O_NONBLOCK) &&
+	       (err == -EAGAIN ||
+		(err == -ENXIO && (flags & O_ACCMODE) == O_WRONLY));
+}
+
+/* O_NONBLOCK off again when the caller did not ask for it. F_SETFL sets
+ * the status flags, all of which but O_NONBLOCK are as asked already. */
+static int64_t as_asked(int fd, int flags)
+{
+	int err;
+
+	if ((flags & O_NONBLOCK) ||
+	    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0)
+		return fd;
+	err = -errno;
+	close(fd);
+	return err;
+}
+
+/* The regular lane's open: O_NONBLOCK, so that it never waits for a peer;
+ * what would wait goes to the slow lane. */
 static void job_open(rl_req *req)
 {
-	rl__epr(req)->res[0] = open_retrying(req->path, req->flags,
-					 (mode_t)req->mode);
+	int fd = open_retrying(req->path, req->flags | O_NONBLOCK,
+			       (mode_t)req->mode);
+
+	if (fd < 0)
+		rl__epr(req)->res[0] =
+		    open_would_block(req->flags, fd) ? RL__RES_SLOW : fd;
+	else
+		rl__epr(req)->res[0] = as_asked(fd, req->flags);
+}
+
+/* The slow lane's open: the blocking open(2) itself. */
+static void job_open_blocking(rl_req *req)
+{
+	rl__epr(req)->res[0] =
+	    given_up(open_retrying(req->path, req->flags, (mode_t)req->mode));
 }
 
 /* close() is never retried: on Linux the fd is gone even after EINTR. */
@@ -96,38 +151,55 @@ static void job_stat(rl_req *req)
 		ret = statx(AT_FDCWD, req->path, 0, STATX_BASIC_STATS,
 			    req->stx);
 	} while (ret < 0 && errno == EINTR && !rl__pool_job_cancelled());
-	rl__epr(req)->res[0] = ret < 0 ? -errno : 0;
+	rl__epr(req)->res[0] = given_up(ret < 0 ? -errno : 0);
 }
 
-/* The blocking read to the end of an open file (fs.c). */
-static int64_t read_file_fd(rl_req *req, int fd)
+/* True for the file types a read may wait on forever, which the loop
+ * polls instead of letting a worker block. */
+static bool stream_type(mode_t mode)
 {
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	return rl__read_file_fd(req, fd, &st, 0, rl__pool_job_cancelled, NULL);
+	return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode);
 }
 
-/* read_file is one job: open, fstat, read to the end, close. */
+/*
+ * read_file is one job: open, fstat, read to the end, close. The open is
+ * O_NONBLOCK (see the top); a stream stays open and goes back to the loop
+ * (RL__RES_STREAM), which reads it as its data comes. For a regular file
+ * O_NONBLOCK changes nothing: its reads block all the same.
+ */
 static void job_read_file(rl_req *req)
 {
-	int fd = open_retrying(req->path, O_RDONLY | O_CLOEXEC, 0);
+	int fd = open_retrying(req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+	struct stat st;
+	int64_t res;
 
 	if (fd < 0) {
 		rl__epr(req)->res[0] = fd;
 		return;
 	}
-	rl__epr(req)->res[0] = read_file_fd(req, fd);
+	if (fstat(fd, &st) < 0) {
+		res = -errno;
+	} else if (S_ISDIR(st.st_mode)) {
+		res = -EISDIR;
+	} else if (stream_type(st.st_mode)) {
+		req->fd = fd;
+		rl__epr(req)->res[0] = RL__RES_STREAM;
+		return;
+	} else {
+		res = rl__read_file_fd(req, fd, &st, 0, rl__pool_job_cancelled,
+				       NULL);
+	}
 	close(fd);
+	rl__epr(req)->res[0] = given_up(res);
 }
 
 /* At most this many of a request's iovecs go into one syscall once its
  * first bytes are done (the rest follows in the next one). */
 #define RW_IOV 64
 
+/* A file without a position refuses an offset (ESPIPE): it reads or
+ * writes what comes next, as io_uring does, on every backend (see
+ * rl_fs_read()). */
 ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write)
 {
 	struct iovec local[RW_IOV];
@@ -135,6 +207,7 @@ ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write)
 	unsigned cnt = 1;
 	/* Offset -1: the file position, like read() and write(). */
 	off_t off = req->offset < 0 ? -1 : (off_t)(req->offset + (int64_t)skip);
+	ssize_t r;
 
 	if (req->op == RL_OP_READV || req->op == RL_OP_WRITEV) {
 		iov = req->iov;
@@ -157,8 +230,40 @@ ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write)
 		local[0].iov_base = (char *)req->buf + skip;
 		local[0].iov_len = req->len - skip;
 	}
-	return write ? pwritev2(fd, iov, (int)cnt, off, rwflags)
-		     : preadv2(fd, iov, (int)cnt, off, rwflags);
+	r = write ? pwritev2(fd, iov, (int)cnt, off, rwflags)
+		  : preadv2(fd, iov, (int)cnt, off, rwflags);
+	if (r < 0 && errno == ESPIPE && off >= 0)
+		r = write ? pwritev2(fd, iov, (int)cnt, -1, rwflags)
+			  : preadv2(fd, iov, (int)cnt, -1, rwflags);
+	return r;
+}
+
+/* The slow lane's read_file of a device that cannot be polled: blocking
+ * reads of req->fd (O_NONBLOCK cleared by the loop) to its end. */
+static void job_read_stream(rl_req *req)
+{
+	struct stat st;
+
+	if (fstat(req->fd, &st) < 0)
+		rl__epr(req)->res[0] = -errno;
+	else
+		rl__epr(req)->res[0] = given_up(rl__read_file_fd(
+		    req, req->fd, &st, 0, rl__pool_job_cancelled, NULL));
+}
+
+/*
+ * A FIFO that no writer has opened yet reads as empty and ended (0), like
+ * one whose writer came and went; but a blocking open would still be
+ * waiting for that writer, and io_uring's read waits for it. Only poll
+ * tells them apart: it reports nothing until a writer came, then POLLHUP
+ * once it left. So a 0 from a FIFO is its end only when poll agrees.
+ * poll() of a regular file always reports POLLIN: a 0 stays an end.
+ */
+static bool no_writer_yet(int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+	return poll(&pfd, 1, 0) == 0;
 }
 
 /*
@@ -170,15 +275,8 @@ ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write)
  * drops the registration. A descriptor with O_NONBLOCK waits for data all
  * the same, as io_uring does (it polls any file that supports RWF_NOWAIT
  * rather than answering -EAGAIN). A device that cannot be polled, or that
- * refuses RWF_NOWAIT once ready, is read by a worker.
+ * refuses RWF_NOWAIT once ready, is read in the slow lane.
  */
-/* True for the file types a read may wait on forever, which the loop
- * polls instead of letting a worker block. */
-static bool pollable_type(mode_t mode)
-{
-	return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode);
-}
-
 static void job_read(rl_req *req)
 {
 	size_t got = (size_t)rl__epr(req)->res[1];
@@ -192,9 +290,11 @@ static void job_read(rl_req *req)
 			rl__epr(req)->res[0] = -errno;
 			return;
 		}
-		if (pollable_type(st.st_mode)) {
+		if (stream_type(st.st_mode)) {
 			r = rl__ep_rw(req, req->fd, 0, RWF_NOWAIT, false);
-			if (r >= 0)
+			if (r == 0 && req->len && no_writer_yet(req->fd))
+				rl__epr(req)->res[0] = RL__RES_POLL;
+			else if (r >= 0)
 				rl__epr(req)->res[0] = r;
 			else if (errno == EAGAIN || errno == EOPNOTSUPP)
 				rl__epr(req)->res[0] = RL__RES_POLL;
@@ -203,13 +303,14 @@ static void job_read(rl_req *req)
 			return;
 		}
 	}
-	/* A regular file: one blocking read gives everything up to the end
-	 * of the file, after what the fast path may have read already. */
+	/* A regular file (or, in the slow lane, a device that cannot be
+	 * polled): one blocking read gives everything up to the end of the
+	 * file, after what the fast path may have read already. */
 	do {
 		r = rl__ep_rw(req, req->fd, got, 0, false);
 	} while (r < 0 && errno == EINTR && !rl__pool_job_cancelled());
 	if (r < 0)
-		rl__epr(req)->res[0] = got ? (int64_t)got : -errno;
+		rl__epr(req)->res[0] = got ? (int64_t)got : given_up(-errno);
 	else
 		rl__epr(req)->res[0] = (int64_t)(got + (size_t)r);
 }
@@ -238,6 +339,17 @@ static void (*const jobs[])(rl_req *) = {
 
 void (*rl__ep_fs_job(const rl_req *req))(rl_req *)
 {
+	return jobs[req->op];
+}
+
+void (*rl__ep_fs_slow_job(const rl_req *req))(rl_req *)
+{
+	switch (req->op) {
+	case RL_OP_OPEN:
+		return job_open_blocking;
+	case RL_OP_READ_FILE:
+		return job_read_stream;
+	}
 	return jobs[req->op];
 }
 
@@ -290,12 +402,13 @@ static int open_cached(rl_loop *loop, struct rl__ep *ep, const char *path,
  * RESOLVE_CACHED covers the path walk only: opening a FIFO waits for a
  * peer and a device open may wait too. The inline open therefore adds
  * O_NONBLOCK (which also turns a lease break into EAGAIN instead of a
- * wait), keeps the fd only for a regular file or directory, and clears
- * O_NONBLOCK again with F_SETFL when the caller did not ask for it.
+ * wait), as io_uring's first try does, and keeps what it opened, whatever
+ * its type; it clears O_NONBLOCK again with F_SETFL when the caller did
+ * not ask for it. A FIFO for writing with no reader (ENXIO) goes to the
+ * slow lane, whose blocking open waits for one.
  */
 static bool inline_open(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
-	struct stat st;
 	int fd;
 
 	/* RESOLVE_CACHED refuses these (EAGAIN); O_PATH takes no
@@ -306,34 +419,32 @@ static bool inline_open(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	fd = open_cached(loop, ep, req->path, req->flags | O_NONBLOCK, false);
 	if (fd == -EAGAIN)
 		return false;
-	if (fd < 0) {
-		rl__ep_finish_inline(loop, ep, req, fd);
+	if (fd == -ENXIO && open_would_block(req->flags, fd)) {
+		rl__ep_to_slow(loop, ep, req, job_open_blocking);
 		return true;
 	}
-	loop->stats.syscalls++;
-	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
-		/* A FIFO or device: its open means something else without
-		 * O_NONBLOCK (waiting for a peer), so do the real one. */
-		rl__ep_sys_close(loop, fd);
-		return false;
-	}
-	if (!(req->flags & O_NONBLOCK)) {
-		/* F_SETFL only changes the status flags, and all of them but
-		 * O_NONBLOCK are already what the caller asked for. */
+	if (fd >= 0 && !(req->flags & O_NONBLOCK))
 		loop->stats.syscalls++;
-		if (fcntl(fd, F_SETFL, req->flags & ~O_NONBLOCK) < 0) {
-			rl__ep_sys_close(loop, fd);
-			return false;
-		}
-	}
-	rl__ep_finish_inline(loop, ep, req, fd);
+	rl__ep_finish_inline(loop, ep, req,
+			     fd < 0 ? fd : as_asked(fd, req->flags));
 	return true;
+}
+
+/* A read_file's open failed: out of fds may mean waiting for the loop's
+ * own to be given back (see epoll.h). */
+static void read_file_failed(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+			     int err)
+{
+	if ((err == -EMFILE || err == -ENFILE) && rl__ep_fd_wait(loop, ep, req))
+		return;
+	rl__ep_finish_inline(loop, ep, req, err);
 }
 
 /*
  * read_file on the loop thread: openat2 (cached lookup only), fstat,
  * preadv2 RWF_NOWAIT, close. Returns false, with nothing left open, when
- * something would block; the pool then does the whole job again.
+ * something would block; the pool then does the whole job again. A FIFO
+ * or a device stays open and is read as its data comes.
  */
 static bool inline_read_file(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
@@ -346,7 +457,7 @@ static bool inline_read_file(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	if (fd == -EAGAIN)
 		return false;
 	if (fd < 0) {
-		rl__ep_finish_inline(loop, ep, req, fd);
+		read_file_failed(loop, ep, req, fd);
 		return true;
 	}
 	loop->stats.syscalls++;
@@ -358,21 +469,23 @@ static bool inline_read_file(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		res = -EISDIR;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		/* A FIFO or device would wait in a blocking open and read,
-		 * as on io_uring: a worker does exactly that. */
-		rl__ep_sys_close(loop, fd);
-		return false;
+	if (stream_type(st.st_mode)) {
+		req->fd = fd;
+		rl__ep_fd_held(ep, req);
+		rl__ep_fs_stream(loop, ep, req);
+		return true;
 	}
 	res = rl__read_file_fd(req, fd, &st, RWF_NOWAIT, NULL,
 			       &loop->stats.syscalls);
 	if (res == RL__WOULD_BLOCK) {
 		/* Not all cached: a worker reads it again, blocking. */
 		rl__ep_sys_close(loop, fd);
+		rl__ep_fd_gave_back(ep);
 		return false;
 	}
 out:
 	rl__ep_sys_close(loop, fd);
+	rl__ep_fd_gave_back(ep);
 	rl__ep_finish_inline(loop, ep, req, res);
 	return true;
 }
@@ -398,6 +511,15 @@ static bool inline_read(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		if (r < 0)
 			break;
 		got += (size_t)r;
+		if (r == 0 && got == 0 && req->len) {
+			/* End of file, or a FIFO whose writer is still to
+			 * come (see no_writer_yet()). */
+			loop->stats.syscalls++;
+			if (!no_writer_yet(req->fd))
+				goto done;
+			errno = EAGAIN;
+			break;
+		}
 		if (r == 0 || got == req->len)
 			goto done;
 		if (got == (size_t)r) {
@@ -428,7 +550,7 @@ static bool inline_read(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		rl__ep_finish_inline(loop, ep, req, -errno);
 		return true;
 	}
-	if (!pollable_type(st.st_mode)) {
+	if (!stream_type(st.st_mode)) {
 		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
 		return false;
 	}
@@ -540,6 +662,130 @@ bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req)
 	return false;
 }
 
+/* ------------------------------------------------ read_file of a stream */
+
+/*
+ * How much one readiness may read before the loop looks at anything else:
+ * a device that never runs dry (/dev/urandom) must not hold the loop for
+ * the whole of read_file_max.
+ */
+#define STREAM_BUDGET (1u << 20)
+
+void rl__ep_fs_stream_close(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	if (req->fd >= 0)
+		rl__ep_sys_close(loop, req->fd);
+	req->fd = -1;
+	rl__epr(req)->bflags &= ~(uint32_t)RL__EP_STREAM;
+	rl__ep_fd_released(loop, ep, req);
+}
+
+static void stream_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+			int64_t res)
+{
+	rl__ep_fs_stream_close(loop, ep, req);
+	loop->stats.inline_completions++;
+	rl__complete(loop, req, res);
+}
+
+void rl__ep_fs_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	int fl;
+
+	rl__epr(req)->bflags |= RL__EP_STREAM;
+	rl__epr(req)->res[1] = 0;
+	if (rl__ep_watch(loop, ep, req, false) == 0)
+		return;
+	/* No poll support: blocking reads in the slow lane. */
+	loop->stats.syscalls += 2;
+	fl = fcntl(req->fd, F_GETFL);
+	if (fl < 0 || fcntl(req->fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		stream_done(loop, ep, req, -errno);
+		return;
+	}
+	rl__ep_to_slow(loop, ep, req, job_read_stream);
+}
+
+/* The watched stream ends with res: no more polling, the fd closed. */
+static void stream_end(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+		       int64_t res)
+{
+	rl__ep_unwatch(loop, ep, req);
+	stream_done(loop, ep, req, res);
+}
+
+/* Nothing more to read now: wait for the next readiness. */
+static void stream_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+			size_t got)
+{
+	rl__epr(req)->res[1] = (int64_t)got;
+	if (!rl__ep_rewatch(loop, ep, req))
+		stream_end(loop, ep, req, -EIO);
+}
+
+/*
+ * The stream is readable (or hung up): read what is there. A 0 after
+ * readiness is its end (epoll reports a FIFO only once a writer came).
+ * EAGAIN: wait for more. A full buffer grows (by what was read) if the
+ * loop owns it; one that cannot grow takes one byte more, into a
+ * sentinel, which tells its end (0) from -EFBIG.
+ */
+static void stream_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	size_t got = (size_t)rl__epr(req)->res[1], budget = STREAM_BUDGET;
+	size_t room;
+	char sentinel;
+	ssize_t r;
+	int ret;
+
+	for (;;) {
+		room = rl__req(req)->cap - got;
+		if (!room) {
+			ret = rl__read_file_grow(req);
+			if (!ret)
+				continue;
+			if (ret != -EFBIG) {
+				stream_end(loop, ep, req, ret);
+				return;
+			}
+			r = read(req->fd, &sentinel, 1);
+			loop->stats.syscalls++;
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && errno == EAGAIN) {
+				stream_wait(loop, ep, req, got);
+				return;
+			}
+			stream_end(loop, ep, req,
+				   r > 0   ? -EFBIG
+				   : r < 0 ? -errno
+					   : (int64_t)got);
+			return;
+		}
+		if (!budget) {
+			/* Let the loop breathe, and come back. */
+			stream_wait(loop, ep, req, got);
+			return;
+		}
+		r = read(req->fd, (char *)req->buf + got,
+			 room < budget ? room : budget);
+		loop->stats.syscalls++;
+		if (r > 0) {
+			got += (size_t)r;
+			budget -= (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN) {
+			stream_wait(loop, ep, req, got);
+			return;
+		}
+		stream_end(loop, ep, req, r < 0 ? -errno : (int64_t)got);
+		return;
+	}
+}
+
 /* ------------------------------------------------------------ watched reads */
 
 void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
@@ -547,6 +793,10 @@ void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	ssize_t r;
 	int err;
 
+	if (req->op == RL_OP_READ_FILE) {
+		stream_ready(loop, ep, req);
+		return;
+	}
 	r = rl__ep_rw(req, req->fd, 0, RWF_NOWAIT, false);
 	loop->stats.syscalls++;
 	err = r < 0 ? errno : 0;
@@ -558,13 +808,12 @@ void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	}
 	rl__ep_unwatch(loop, ep, req);
 	if (err == EOPNOTSUPP) {
-		/* Readable, but it refuses RWF_NOWAIT: a worker does the
+		/* Readable, but it refuses RWF_NOWAIT: the slow lane does the
 		 * (most likely immediate) blocking read. */
 		rl__epr(req)->bflags |= RL__RD_BLOCKING;
-		rl__ep_to_pool(ep, req);
+		rl__ep_to_slow(loop, ep, req, job_read);
 		return;
 	}
 	loop->stats.inline_completions++;
 	rl__complete(loop, req, err ? -err : r);
 }
-

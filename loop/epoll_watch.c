@@ -213,6 +213,9 @@ void rl__ep_watch_close(rl_loop *loop, struct rl__ep *ep)
 				continue;
 			}
 			rl__ep_unwatch(loop, ep, req);
+			/* A read_file reading a stream: its fd goes too. */
+			if (rl__epr(req)->bflags & RL__EP_STREAM)
+				rl__ep_fs_stream_close(loop, ep, req);
 			rl__complete(loop, req, -ECANCELED);
 		}
 	}

@@ -181,19 +181,10 @@ int rl_cancel(rl_loop *loop, rl_req *req)
 	return 0;
 }
 
-/* Doubles a loop-owned read_file buffer; -EFBIG for a caller's buffer. */
-int rl__read_file_grow(rl_req *req, size_t want)
+static int resize(rl_req *req, size_t cap)
 {
-	size_t cap = rl__req(req)->cap;
-	void *p;
+	void *p = realloc(req->buf, cap);
 
-	if (!(rl__req(req)->state & RL__REQ_OWNBUF))
-		return -EFBIG;
-	if (cap >= RL__MAX_IO)
-		return -EFBIG;
-	while (cap < want)
-		cap = cap > RL__MAX_IO / 2 ? RL__MAX_IO : cap * 2;
-	p = realloc(req->buf, cap);
 	if (!p)
 		return -ENOMEM;
 	req->buf = p;
@@ -201,10 +192,36 @@ int rl__read_file_grow(rl_req *req, size_t want)
 	return 0;
 }
 
+/* Growth follows what was read, never a size the file system claims:
+ * procfs says 0, /dev/zero says 0 and never ends, so each step at most
+ * doubles what the file has proven to hold, and the loop's read_file_max
+ * bounds the last one. */
+int rl__read_file_grow(rl_req *req)
+{
+	size_t cap = rl__req(req)->cap, max = req->loop->opt.read_file_max;
+
+	if (!(rl__req(req)->state & RL__REQ_OWNBUF) || cap >= max)
+		return -EFBIG;
+	return resize(req, cap > max / 2 ? max : 2 * cap);
+}
+
+int rl__read_file_reserve(rl_req *req, uint64_t size)
+{
+	size_t max = req->loop->opt.read_file_max;
+
+	if (!(rl__req(req)->state & RL__REQ_OWNBUF) || size < rl__req(req)->cap)
+		return 0;
+	if (size > max)
+		return -EFBIG;
+	/* One byte more than the file, for the read that sees its end. */
+	return resize(req, size < max ? (size_t)size + 1 : max);
+}
+
 /*
  * Reads the open file fd (st: what fstat said of it) to end of file into
  * the request's buffer, for the epoll backend's fast path and its workers
- * alike. st_size is a hint: the buffer grows once to fit it. Each read goes
+ * alike. A regular file's st_size is a hint: the buffer grows once to fit
+ * it (or -EFBIG at once when it passes read_file_max). Each read goes
  * into the buffer plus a one-byte sentinel, so a full buffer and "the file
  * goes on" are told apart in the same call. A short read of a regular file
  * that reaches st_size is the end, as in the synchronous loop (four
@@ -227,9 +244,11 @@ int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 	ssize_t r;
 	int ret;
 
-	if ((rl__req(req)->state & RL__REQ_OWNBUF) && st->st_size > 0 &&
-	    (size_t)st->st_size >= rl__req(req)->cap) {
-		ret = rl__read_file_grow(req, (size_t)st->st_size + 1);
+	/* A regular file's size is a fair first guess (a sparse file of
+	 * terabytes fails here, before any allocation); a size of 0 says
+	 * nothing. */
+	if (S_ISREG(st->st_mode) && st->st_size > 0) {
+		ret = rl__read_file_reserve(req, (uint64_t)st->st_size);
 		if (ret < 0)
 			return ret;
 	}
@@ -255,7 +274,7 @@ int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 			break;
 		if ((size_t)r > rl__req(req)->cap - got) {
 			got = rl__req(req)->cap;
-			ret = rl__read_file_grow(req, got + 1);
+			ret = rl__read_file_grow(req);
 			if (ret < 0)
 				return ret;
 			((char *)req->buf)[got++] = sentinel;

@@ -78,6 +78,7 @@ struct rl_loop {
 	void *be;
 	struct rl_options opt;
 	const char *backend_reason;
+	char reason_buf[80];
 
 	struct rl__fifo ready; /* requests whose callback is due */
 	rl_task *task_head, *task_tail;
@@ -94,8 +95,14 @@ struct rl_loop {
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
 	unsigned nbufs;
 	struct rl__net *net; /* sockets' shared state (net.h), made lazily */
-	rl_close_hook *close_hooks; /* newest first */
+	rl_close_hook *close_hooks;   /* newest first */
+	rl_close_hook *release_hooks; /* closed, waiting for their last call */
 	uint64_t active_reqs; /* submitted, callback not yet run */
+	/* Work the backend still owes after the callbacks it concerns have
+	 * run (io_uring: the close of a read_file's direct descriptor):
+	 * rl_run() goes on until it is done, so an idle loop holds no file
+	 * open behind the program's back. */
+	uint64_t backend_busy;
 	uint64_t refs;
 	uint64_t now_ns;
 	bool stop;
@@ -158,7 +165,16 @@ int rl__fs_accept(rl_loop *loop, rl_req *req);
 struct stat;
 int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 			 int rwflags, bool (*give_up)(void), uint64_t *reads);
-int rl__read_file_grow(rl_req *req, size_t want);
+/*
+ * Makes room in a loop-owned read_file buffer for more than the cap
+ * bytes it holds: doubles it, up to the loop's read_file_max. -EFBIG for
+ * a caller's buffer, or one at the maximum already; -ENOMEM.
+ */
+int rl__read_file_grow(rl_req *req);
+/* Grows a loop-owned buffer at once to hold size bytes and one more, for
+ * a regular file whose size is known (fstat): -EFBIG at once when that
+ * passes read_file_max. A no-op for a caller's buffer. */
+int rl__read_file_reserve(rl_req *req, uint64_t size);
 /* fs_write.c: frees the registered buffers' copy (rl_loop_close()). */
 void rl__fs_free(rl_loop *loop);
 

@@ -9,10 +9,13 @@
  * from here, so none ever runs inside the call that submitted its request.
  */
 #include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -75,10 +78,34 @@ static int backend_from_env(int asked)
 
 /* io_uring_setup answers these when io_uring is absent or forbidden:
  * ENOSYS (kernel without it), EPERM (seccomp, as in Docker's default
- * profile, or kernel.io_uring_disabled=2 since 6.6), EACCES (some LSMs). */
+ * profile, or kernel.io_uring_disabled=2 since 6.6), EACCES (some LSMs);
+ * and ENOMEM when no ring fits in what the process may lock (kernels
+ * before 5.12 charge rings to RLIMIT_MEMLOCK, 64 KiB by default in many
+ * containers; the backend has tried smaller rings already). */
 static bool uring_refused(int err)
 {
-	return err == -ENOSYS || err == -EPERM || err == -EACCES;
+	return err == -ENOSYS || err == -EPERM || err == -EACCES ||
+	       err == -ENOMEM;
+}
+
+/* "io_uring_setup: ENOMEM (RLIMIT_MEMLOCK 64 KiB)" and the like. */
+static void set_fallback_reason(rl_loop *loop, int err)
+{
+	const char *name = err == -ENOSYS   ? "ENOSYS"
+			   : err == -EPERM  ? "EPERM"
+			   : err == -EACCES ? "EACCES"
+					    : "ENOMEM";
+	struct rlimit rl;
+
+	if (err == -ENOMEM && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY)
+		snprintf(loop->reason_buf, sizeof(loop->reason_buf),
+			 "io_uring_setup: %s (RLIMIT_MEMLOCK %llu KiB)", name,
+			 (unsigned long long)rl.rlim_cur / 1024);
+	else
+		snprintf(loop->reason_buf, sizeof(loop->reason_buf),
+			 "io_uring_setup: %s", name);
+	loop->backend_reason = loop->reason_buf;
 }
 
 int rl_loop_open(rl_loop **out, const struct rl_options *opt)
@@ -100,11 +127,16 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 	ret = rl__net_options_check(opt);
 	if (ret < 0)
 		return ret;
+	if (opt->pool_signal < -1 || opt->pool_signal >= NSIG ||
+	    opt->pool_signal == SIGKILL || opt->pool_signal == SIGSTOP)
+		return -EINVAL;
 
 	loop = calloc(1, sizeof(*loop));
 	if (!loop)
 		return -ENOMEM;
 	loop->opt = *opt;
+	if (!loop->opt.read_file_max)
+		loop->opt.read_file_max = RL_READ_FILE_MAX_DEFAULT;
 	loop->now_ns = rl__clock_ns();
 	atomic_init(&loop->posts, NULL);
 	atomic_init(&loop->posters, 0);
@@ -122,10 +154,7 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 		ret = loop->backend->init(loop, opt);
 		if (ret < 0 && kind == RL_BACKEND_AUTO && uring_refused(ret)) {
 			loop->backend = &rl__backend_epoll;
-			loop->backend_reason =
-				ret == -ENOSYS ? "io_uring_setup: ENOSYS"
-				: ret == -EPERM ? "io_uring_setup: EPERM"
-						: "io_uring_setup: EACCES";
+			set_fallback_reason(loop, ret);
 			ret = loop->backend->init(loop, opt);
 		}
 	}
@@ -173,22 +202,52 @@ void rl_stop(rl_loop *loop)
 	loop->stop = true;
 }
 
+/*
+ * Descriptions of the codes the layers above the loop own. The loop knows
+ * none of them: each layer registers a function once, and rl_strerror()
+ * asks them in turn. Slots are filled with a compare-and-swap and never
+ * emptied, so readers need no lock.
+ */
+#define RL__DESCRIBERS 8
+
+typedef const char *(*rl__describe_fn)(int err);
+static _Atomic(rl__describe_fn) describers[RL__DESCRIBERS];
+
+int rl_strerror_register(const char *(*describe)(int err))
+{
+	if (!describe)
+		return -EINVAL;
+	for (int i = 0; i < RL__DESCRIBERS; i++) {
+		rl__describe_fn cur = NULL;
+
+		if (atomic_compare_exchange_strong(&describers[i], &cur,
+						   describe) ||
+		    cur == describe)
+			return 0;
+	}
+	return -ENOSPC;
+}
+
 const char *rl_strerror(int err)
 {
-	switch (err) {
-	case -EFBIG:
-		return "file larger than the buffer given to read_file";
-	case -ECANCELED:
-		return "request cancelled";
-	case -EBUSY:
-		return "request already in flight, or loop running";
-	case -EINVAL:
-		return "invalid argument (for O_DIRECT I/O: a buffer, offset or "
-		       "length not aligned as the file system needs) or "
-		       "unsupported option combination";
-	default:
-		return strerror(err < 0 ? -err : err);
+	static __thread char unknown[40];
+	int e = err < 0 ? -err : err;
+	const char *s;
+
+	/* The C library's text, without its locale or its "Unknown error"
+	 * for codes it does not know (those may belong to a layer). */
+	if (e < 4096 && (s = strerrordesc_np(e)))
+		return s;
+	for (int i = 0; i < RL__DESCRIBERS; i++) {
+		rl__describe_fn fn = atomic_load(&describers[i]);
+
+		if (!fn)
+			break;
+		if ((s = fn(err)))
+			return s;
 	}
+	snprintf(unknown, sizeof(unknown), "unknown error %d", err);
+	return unknown;
 }
 
 void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
@@ -206,9 +265,14 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 			close((int)result);
 			loop->stats.syscalls++;
 		}
-		/* A close that ran cannot be taken back: -ECANCELED would
-		 * tell the caller the fd is still open (see rl_fs_close()). */
-		if (req->op != RL_OP_CLOSE || result == -ECANCELED)
+		/* What ran cannot be taken back. A close that ran: -ECANCELED
+		 * would tell the caller the fd is still open (see
+		 * rl_fs_close()). A read that took bytes: on a stream they
+		 * are gone from it, so the caller must get them. */
+		bool ran = (req->op == RL_OP_CLOSE && result != -ECANCELED) ||
+			   (req->op == RL_OP_READ && result > 0);
+
+		if (!ran)
 			result = -ECANCELED;
 		if (result == -ECANCELED &&
 		    (rl__req(req)->state & RL__REQ_TIMEDOUT))
@@ -320,8 +384,8 @@ void rl__drain_posts(rl_loop *loop)
 
 bool rl__alive(const rl_loop *loop)
 {
-	return loop->active_reqs || loop->refs || loop->task_head ||
-	       rl__timers_alive(loop) ||
+	return loop->active_reqs || loop->backend_busy || loop->refs ||
+	       loop->task_head || rl__timers_alive(loop) ||
 	       atomic_load_explicit(&loop->posts, memory_order_relaxed);
 }
 
@@ -380,18 +444,24 @@ void rl_loop_on_close(rl_loop *loop, rl_close_hook *hook,
 	loop->close_hooks = hook;
 }
 
-void rl_loop_off_close(rl_loop *loop, rl_close_hook *hook)
+static bool unlink_hook(rl_close_hook **pp, rl_close_hook *hook)
 {
-	rl_close_hook **pp;
-
-	for (pp = &loop->close_hooks; *pp; pp = &(*pp)->next)
+	for (; *pp; pp = &(*pp)->next)
 		if (*pp == hook) {
 			*pp = hook->next;
-			return;
+			return true;
 		}
+	return false;
 }
 
-/* The layers above close first, while the loop still runs for them. */
+void rl_loop_off_close(rl_loop *loop, rl_close_hook *hook)
+{
+	if (!unlink_hook(&loop->close_hooks, hook))
+		unlink_hook(&loop->release_hooks, hook);
+}
+
+/* The layers above close first, while the loop still runs for them. A
+ * hook that asks for it (RL_CLOSE_AGAIN) waits for its last call. */
 static int run_close_hooks(rl_loop *loop)
 {
 	rl_close_hook *hook;
@@ -405,8 +475,30 @@ static int run_close_hooks(rl_loop *loop)
 			loop->close_hooks = hook;
 			return ret;
 		}
+		if (ret == RL_CLOSE_AGAIN) {
+			hook->next = loop->release_hooks;
+			loop->release_hooks = hook;
+		}
 	}
 	return 0;
+}
+
+/* The last call of the hooks that closed with RL_CLOSE_AGAIN, oldest
+ * closed first; nothing of theirs runs after it. */
+static void run_release_hooks(rl_loop *loop)
+{
+	rl_close_hook *hook, *rev = NULL;
+
+	while ((hook = loop->release_hooks)) {
+		loop->release_hooks = hook->next;
+		hook->next = rev;
+		rev = hook;
+	}
+	while ((hook = rev)) {
+		rev = hook->next;
+		hook->next = NULL;
+		hook->fn(hook, loop);
+	}
 }
 
 int rl_loop_close(rl_loop *loop)
@@ -443,6 +535,7 @@ int rl_loop_close(rl_loop *loop)
 	while (atomic_load_explicit(&loop->posters, memory_order_acquire))
 		sched_yield();
 	rl__drain_posts(loop);
+	run_release_hooks(loop);
 	loop->backend->destroy(loop);
 	rl__fs_free(loop);
 	rl__net_free(loop);

@@ -53,6 +53,8 @@
 
 #include "threadpool.h"
 
+static void *worker(void *arg);
+
 unsigned rl__pool_size(unsigned asked)
 {
 	cpu_set_t set;
@@ -98,7 +100,7 @@ static void post_done(struct rl__pool *pool, rl_req *req)
 					    memory_order_relaxed) + 1;
 	if (!atomic_load_explicit(&pool->loop_asleep, memory_order_seq_cst))
 		return;
-	if (pending < RL__POOL_BATCH &&
+	if (pool->hold_back && pending < RL__POOL_BATCH &&
 	    atomic_load_explicit(&pool->queued, memory_order_seq_cst))
 		return; /* held back: another job will finish soon */
 	if (atomic_exchange_explicit(&pool->loop_asleep, 0,
@@ -134,27 +136,47 @@ static void spin_for_jobs(struct rl__pool *pool)
 }
 
 static __thread struct rl__worker *self;
-static atomic_bool interrupt_ok;
-static pthread_once_t interrupt_once = PTHREAD_ONCE_INIT;
 
 static void on_interrupt(int sig)
 {
 	(void)sig; /* the point is the EINTR it causes */
 }
 
-static void interrupt_install(void)
+/* Signals whose handler is ours, installed once per process each. */
+static pthread_mutex_t installed_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t installed[(_NSIG + 63) / 64];
+
+static bool interrupt_install(int signo)
 {
 	struct sigaction sa, old;
+	uint64_t bit = 1ull << (signo % 64);
+	bool ours = false;
 
-	if (sigaction(RL__POOL_SIGNAL, NULL, &old) < 0 ||
-	    old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
-		return; /* the program's: leave it alone */
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_interrupt;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = 0; /* no SA_RESTART: blocking calls fail with EINTR */
-	if (sigaction(RL__POOL_SIGNAL, &sa, NULL) == 0)
-		atomic_store(&interrupt_ok, true);
+	pthread_mutex_lock(&installed_lock);
+	if (installed[signo / 64] & bit) {
+		ours = true;
+	} else if (sigaction(signo, NULL, &old) == 0 &&
+		   old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_interrupt;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = 0; /* no SA_RESTART: blocking calls get EINTR */
+		if (sigaction(signo, &sa, NULL) == 0) {
+			installed[signo / 64] |= bit;
+			ours = true;
+		}
+	}
+	pthread_mutex_unlock(&installed_lock);
+	return ours;
+}
+
+int rl__pool_signal(int option)
+{
+	int signo = option ? option : RL__POOL_SIGNAL;
+
+	if (option < 0 || signo <= 0 || signo >= _NSIG)
+		return 0;
+	return interrupt_install(signo) ? signo : 0;
 }
 
 bool rl__pool_job_cancelled(void)
@@ -167,7 +189,7 @@ unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
 {
 	unsigned sent = 0;
 
-	if (!atomic_load(&interrupt_ok))
+	if (!pool->signo)
 		return 0;
 	for (unsigned i = 0; i < pool->nthreads; i++) {
 		struct rl__worker *w = &pool->workers[i];
@@ -179,7 +201,7 @@ unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
 		/* The job may finish meanwhile: the signal then interrupts
 		 * nothing, or the worker's wait for the next job, which
 		 * retries. */
-		if (pthread_kill(w->thread, RL__POOL_SIGNAL) == 0)
+		if (pthread_kill(w->thread, pool->signo) == 0)
 			sent++;
 	}
 	return sent;
@@ -201,23 +223,25 @@ static void *worker(void *arg)
 	rl_req *req;
 
 	self = w;
-	/* Started with every signal blocked (see rl__pool_init); only the
+	/* Started with every signal blocked (see start_worker()); only the
 	 * interrupt gets through, and it does nothing but interrupt. */
-	sigemptyset(&only);
-	sigaddset(&only, RL__POOL_SIGNAL);
-	pthread_sigmask(SIG_UNBLOCK, &only, NULL);
+	if (pool->signo) {
+		sigemptyset(&only);
+		sigaddset(&only, pool->signo);
+		pthread_sigmask(SIG_UNBLOCK, &only, NULL);
+	}
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
 		if (rl__fifo_empty(&pool->queue) && !pool->stop &&
-		    !pool->spinning && RL__POOL_SPIN_NS > 0 &&
-		    rl__spin_allowed(&pool->spin)) {
+		    !pool->spinning && pool->spin && RL__POOL_SPIN_NS > 0 &&
+		    rl__spin_allowed(&pool->spin_state)) {
 			/* Not idle while it spins: nobody signals it. */
 			pool->spinning = true;
 			pthread_mutex_unlock(&pool->lock);
 			spin_for_jobs(pool);
 			pthread_mutex_lock(&pool->lock);
 			pool->spinning = false;
-			rl__spin_outcome(&pool->spin,
+			rl__spin_outcome(&pool->spin_state,
 					 !rl__fifo_empty(&pool->queue));
 		}
 		while (rl__fifo_empty(&pool->queue) && !pool->stop) {
@@ -254,10 +278,31 @@ static void stop_workers(struct rl__pool *pool, unsigned started)
 		pthread_join(pool->workers[i].thread, NULL);
 }
 
-int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
+/* Starts worker i. Workers start with every signal blocked, so a
+ * process-directed signal goes to one of the application's own threads,
+ * and a job's syscall is never interrupted by the application's handlers.
+ * Returns 0 or the pthread error. */
+static int start_worker(struct rl__pool *pool, unsigned i)
+{
+	struct rl__worker *w = &pool->workers[i];
+	sigset_t all, old;
+	int ret;
+
+	w->pool = pool;
+	atomic_init(&w->job, NULL);
+	atomic_init(&w->give_up, false);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&w->thread, NULL, worker, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!ret)
+		pthread_setname_np(w->thread, "rl-worker");
+	return ret;
+}
+
+int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 		  void (*notify)(void *arg), void *arg)
 {
-	sigset_t all, old;
 	unsigned i;
 	int ret;
 
@@ -269,11 +314,16 @@ int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
 	atomic_init(&pool->loop_asleep, 0);
 	pool->notify = notify;
 	pool->arg = arg;
-	pool->nthreads = nthreads ? nthreads : 1;
-	pool->workers = calloc(pool->nthreads, sizeof(*pool->workers));
+	pool->signo = cfg->signo;
+	pool->hold_back = cfg->hold_back;
+	pool->spin = cfg->spin;
+	pool->max_threads =
+	    cfg->max_threads > cfg->threads ? cfg->max_threads : cfg->threads;
+	if (!pool->max_threads)
+		pool->max_threads = 1;
+	pool->workers = calloc(pool->max_threads, sizeof(*pool->workers));
 	if (!pool->workers)
 		return -ENOMEM;
-	pthread_once(&interrupt_once, interrupt_install);
 	ret = pthread_mutex_init(&pool->lock, NULL);
 	if (ret) {
 		free(pool->workers);
@@ -285,25 +335,14 @@ int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
 		free(pool->workers);
 		return -ret;
 	}
-	/* Workers start with every signal blocked, so a process-directed
-	 * signal goes to one of the application's own threads, and a job's
-	 * syscall is never interrupted by the application's handlers. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (i = 0; i < pool->nthreads; i++) {
-		struct rl__worker *w = &pool->workers[i];
-
-		w->pool = pool;
-		atomic_init(&w->job, NULL);
-		atomic_init(&w->give_up, false);
-		ret = pthread_create(&w->thread, NULL, worker, w);
+	for (i = 0; i < cfg->threads; i++) {
+		ret = start_worker(pool, i);
 		if (ret)
 			break;
-		pthread_setname_np(w->thread, "rl-worker");
+		pool->nthreads = i + 1;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
-		stop_workers(pool, i);
+		stop_workers(pool, pool->nthreads);
 		pthread_cond_destroy(&pool->cond);
 		pthread_mutex_destroy(&pool->lock);
 		free(pool->workers);
@@ -324,7 +363,7 @@ void rl__pool_destroy(struct rl__pool *pool)
 unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			 unsigned max_active)
 {
-	unsigned n = 0, wake = 0, awake;
+	unsigned n = 0, wake = 0, grow = 0, awake;
 
 	for (rl_req *r = jobs->head; r; r = rl__req(r)->next)
 		n++;
@@ -349,9 +388,20 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			wake = n;
 		pool->signalled += wake;
 	}
+	/* A pool that grows starts a worker for every job left over, as
+	 * long as its cap allows: its jobs may each block for good. */
+	if (pool->nthreads < pool->max_threads && n > wake)
+		grow = n - wake;
 	pthread_mutex_unlock(&pool->lock);
 	for (unsigned i = 0; i < wake; i++)
 		pthread_cond_signal(&pool->cond);
+	while (grow-- && pool->nthreads < pool->max_threads &&
+	       start_worker(pool, pool->nthreads) == 0) {
+		pthread_mutex_lock(&pool->lock);
+		pool->nthreads++;
+		pthread_mutex_unlock(&pool->lock);
+		wake++;
+	}
 	return wake;
 }
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * threadpool.h - a fixed set of worker threads for blocking file work.
+ * threadpool.h - worker threads for blocking file work: a fixed set for
+ * the regular lane, and a set that grows on demand for the slow lane
+ * (jobs that may block for good, see epoll.h).
  *
  * A job is a request: the loop sets rl__req(req)->work and hands the request
  * over; a worker runs work(req), which leaves its result in the request
- * (in the backend's words), and posts the request back on a lock-free list. The pool
- * calls notify() (an eventfd write) only for a loop that said it is going
+ * (in the backend's words), and posts the request back on a lock-free list. The
+ * pool calls notify() (an eventfd write) only for a loop that said it is going
  * to sleep, once per sleep, so a burst of completions costs the loop one
  * wake-up at most. See threadpool.c for the locking rule.
  *
@@ -96,6 +98,14 @@ static inline void rl__cpu_relax(void)
 #endif
 }
 
+struct rl__pool_config {
+	unsigned threads;     /* started at init */
+	unsigned max_threads; /* more are started as jobs wait, up to this */
+	int signo;	      /* the interrupt (see below); 0: none */
+	bool hold_back;	      /* hold wake-ups back while jobs are queued */
+	bool spin;	      /* workers spin for jobs before sleeping */
+};
+
 struct rl__pool {
 	/* Job queue and the worker bookkeeping, all under lock. */
 	pthread_mutex_t lock;
@@ -104,7 +114,7 @@ struct rl__pool {
 	unsigned idle;		/* workers asleep on cond */
 	unsigned signalled;	/* wake-ups sent and not yet taken */
 	bool spinning;		/* a worker polls the queue before sleeping */
-	struct rl__spin spin;	/* whether workers' spins have paid lately */
+	struct rl__spin spin_state; /* whether workers' spins paid lately */
 	bool stop;
 	atomic_uint queued;	/* the queue's length, for the spinner */
 	atomic_bool stopping;	/* stop, for the spinner */
@@ -122,23 +132,32 @@ struct rl__pool {
 	void (*notify)(void *arg);
 	void *arg;
 
-	unsigned nthreads;
+	/* Set at init; nthreads grows (loop thread, under lock) up to
+	 * max_threads. */
+	unsigned nthreads, max_threads;
+	int signo;
+	bool hold_back, spin;
 	struct rl__worker *workers;
 };
 
 /*
  * Interrupting. A job can block for good: open() of a FIFO waits for a
- * writer, a read of a device that cannot be polled waits for data. Such a
+ * peer, a read of a device that cannot be polled waits for data. Such a
  * worker could never be joined, and closing the loop would hang. So each
- * worker runs its jobs with one signal unblocked, RL__POOL_SIGNAL, whose
- * handler does nothing and is installed without SA_RESTART: the signal
- * makes the blocking syscall fail with EINTR. The job's own EINTR retries
- * stop once its worker was asked to give up. A signal sent just before the
- * worker enters the syscall is lost, so closing sends it again on every
- * pass until the job has finished. The handler is only installed when the
- * program left that signal at SIG_DFL; otherwise nothing is interrupted.
+ * worker runs its jobs with one signal unblocked (rl_options.pool_signal,
+ * RL__POOL_SIGNAL by default), whose handler does nothing and is
+ * installed without SA_RESTART: the signal makes the blocking syscall
+ * fail with EINTR. The job's own EINTR retries stop once its worker was
+ * asked to give up. A signal sent just before the worker enters the
+ * syscall is lost, so closing sends it again on every pass until the job
+ * has finished. The handler is only installed when the program left that
+ * signal at SIG_DFL; otherwise (or with no signal) nothing is interrupted.
  */
 #define RL__POOL_SIGNAL (SIGRTMIN + 6)
+
+/* The signal a pool of a loop with option pool_signal uses: 0 when there
+ * is none or its handler could not be ours. */
+int rl__pool_signal(int option);
 
 struct rl__worker {
 	struct rl__pool *pool;
@@ -158,8 +177,9 @@ unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req);
 /* The thread count option resolved: 0 means the CPUs this process may use. */
 unsigned rl__pool_size(unsigned asked);
 
-/* Starts nthreads workers. Returns 0 or -errno (nothing left running). */
-int rl__pool_init(struct rl__pool *pool, unsigned nthreads,
+/* Starts cfg->threads workers. Returns 0 or -errno (nothing left
+ * running). */
+int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 		  void (*notify)(void *arg), void *arg);
 
 /* Stops and joins every worker. The queue must be empty and no job may be
@@ -169,8 +189,10 @@ void rl__pool_destroy(struct rl__pool *pool);
 /*
  * Hands a batch of jobs (linked by rl__req(req)->next) to the workers, waking
  * sleeping ones until at most max_active workers are awake (running,
- * spinning or signalled); pass pool->nthreads for "as many as help".
- * Returns the number of workers it woke (each wake-up may be a futex call).
+ * spinning or signalled); pass pool->max_threads for "as many as help". A
+ * pool that may grow starts a worker for each job no idle worker takes.
+ * Returns the number of workers it woke or started (each may be a futex
+ * call, or a clone).
  */
 unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			 unsigned max_active);

@@ -24,6 +24,22 @@
  *    combination otherwise with -EINVAL, which rl_loop_open() returns.
  *  - Closing sends IORING_ASYNC_CANCEL_ANY, for requests that would wait
  *    forever (a FIFO's open or read in an io-wq worker).
+ *  - The kernel refuses more than 32768 SQ entries or 65536 CQ entries
+ *    with -EINVAL unless IORING_SETUP_CLAMP (5.6) is set; it is, so a big
+ *    size (and its 16-times CQ) is clamped and the sizes the kernel chose
+ *    are read back.
+ *  - Kernels before 5.12 charge a ring's memory to RLIMIT_MEMLOCK: under
+ *    the 64 KiB many containers still set, the default ring fails with
+ *    -ENOMEM. Smaller rings are tried before giving up (and AUTO then
+ *    falls back to epoll, see loop.c).
+ *  - An openat that an io-wq worker ran and a cancel interrupted completes
+ *    with -ERESTARTSYS (-512) on 6.18, a code user space never sees from
+ *    a syscall: the CQE handler turns the restart codes into -EINTR.
+ *  - With SQPOLL a submit only wakes the kernel's poller: SQEs leave the
+ *    SQ when it gets to them, so a full SQ may stay full for a while
+ *    after io_uring_submit(). Anything that must get an SQE (the
+ *    wake-up's read, a cancel) waits for room with io_uring_sqring_wait()
+ *    or is queued and sent later; nothing is ever dropped.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -36,6 +52,14 @@
 
 #define BATCH 256
 #define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
+/* The largest request (a linked read_file) takes this many SQEs at once:
+ * a smaller ring could never take it. */
+#define MIN_ENTRIES 4
+/* The smallest ring tried when the kernel has no memory for a bigger. */
+#define ENOMEM_FLOOR 16
+/* How long the loop sleeps at most when its wake-up read found no room in
+ * the SQ: posts are then seen at the next iteration instead. */
+#define WAKE_RETRY_NS 1000000
 
 static void uring_destroy(rl_loop *loop);
 
@@ -66,7 +90,8 @@ static int init_slots(rl_loop *loop, struct rl__uring *u, unsigned slots)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < slots)
 		slots = rl.rlim_cur > 1 ? (unsigned)rl.rlim_cur : 1;
 	u->free_slots = malloc(slots * sizeof(*u->free_slots));
-	if (!u->free_slots)
+	u->slot_closes = malloc(slots * sizeof(*u->slot_closes));
+	if (!u->free_slots || !u->slot_closes)
 		return -ENOMEM;
 	ret = io_uring_register_files_sparse(&u->ring, slots);
 	loop->stats.syscalls++;
@@ -80,28 +105,46 @@ static int init_slots(rl_loop *loop, struct rl__uring *u, unsigned slots)
 	return 0;
 }
 
+/* The ring itself; on ENOMEM a smaller one, when the size was ours. */
+static int init_ring(rl_loop *loop, struct rl__uring *u,
+		     const struct rl_options *opt, struct io_uring_params *p)
+{
+	unsigned entries = opt->entries ? opt->entries : 256;
+	int ret;
+
+	for (;;) {
+		memset(p, 0, sizeof(*p));
+		p->flags = setup_flags(opt->flags) | IORING_SETUP_CQSIZE |
+			   IORING_SETUP_CLAMP;
+		p->cq_entries =
+		    opt->cq_entries ? opt->cq_entries : 16 * entries;
+		if (opt->flags & RL_SQPOLL)
+			p->sq_thread_idle =
+			    opt->sqpoll_idle_ms ? opt->sqpoll_idle_ms : 1000;
+		ret = io_uring_queue_init_params(entries, &u->ring, p);
+		loop->stats.syscalls++;
+		if (ret != -ENOMEM || opt->entries || entries <= ENOMEM_FLOOR)
+			return ret;
+		entries /= 2;
+	}
+}
+
 static int uring_setup(rl_loop *loop, struct rl__uring *u,
 		       const struct rl_options *opt)
 {
 	struct io_uring_params p;
-	unsigned entries = opt->entries ? opt->entries : 256;
 	unsigned slots = opt->direct_slots ? opt->direct_slots : 1024;
 	int ret;
 
-	memset(&p, 0, sizeof(p));
-	p.flags = setup_flags(opt->flags) | IORING_SETUP_CQSIZE;
-	p.cq_entries = opt->cq_entries ? opt->cq_entries : 16 * entries;
-	if (opt->flags & RL_SQPOLL)
-		p.sq_thread_idle = opt->sqpoll_idle_ms ? opt->sqpoll_idle_ms
-						       : 1000;
-	ret = io_uring_queue_init_params(entries, &u->ring, &p);
-	loop->stats.syscalls++;
+	if (opt->entries && opt->entries < MIN_ENTRIES)
+		return -EINVAL;
+	ret = init_ring(loop, u, opt, &p);
 	if (ret < 0)
 		return ret;
 	loop->be = u;
 	u->sqpoll = opt->flags & RL_SQPOLL;
 	u->sqe_flags = (opt->flags & RL_FORCE_ASYNC) ? IOSQE_ASYNC : 0;
-	if (p.cq_entries <= CQ_SPARE + 3)
+	if (p.sq_entries < MIN_ENTRIES || p.cq_entries <= CQ_SPARE + 3)
 		return -EINVAL;
 	u->cq_budget = p.cq_entries - CQ_SPARE;
 
@@ -162,12 +205,38 @@ static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
 	}
 }
 
-static void flush_sq(rl_loop *loop, struct rl__uring *u)
+/*
+ * Submits what is in the SQ. A refusal that passes (-EBUSY: completions
+ * must be reaped first; -EAGAIN: no memory for now; -EINTR) leaves the
+ * SQEs there for the next try. Anything else means the ring is unusable:
+ * it is kept, and the next wait() returns it instead of sleeping on SQEs
+ * that will never go.
+ */
+static int flush_sq(rl_loop *loop, struct rl__uring *u)
 {
+	int ret;
+
 	if (!io_uring_sq_ready(&u->ring))
-		return;
+		return 0;
 	count_submit(loop, u, false);
-	io_uring_submit(&u->ring);
+	ret = io_uring_submit(&u->ring);
+	if (ret < 0 && ret != -EBUSY && ret != -EAGAIN && ret != -EINTR &&
+	    !u->error)
+		u->error = ret;
+	return ret;
+}
+
+/* An SQE, submitting what is queued to make room if needed. NULL when
+ * the SQ stays full (SQPOLL not there yet, or a passing refusal). */
+static struct io_uring_sqe *get_sqe(rl_loop *loop, struct rl__uring *u)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (!sqe) {
+		flush_sq(loop, u);
+		sqe = io_uring_get_sqe(&u->ring);
+	}
+	return sqe;
 }
 
 /*
@@ -239,9 +308,15 @@ static void uring_submit(rl_loop *loop, rl_req *req)
 	rl__uring_push_or_queue(loop, u, req, &u->pending);
 }
 
+static bool push_cancels(rl_loop *loop, struct rl__uring *u);
+static bool push_slot_closes(rl_loop *loop, struct rl__uring *u);
+
+/* What frees room first: cancels, then the closes that free slots, then
+ * the steps of requests holding a slot, then new requests. */
 static void push_pending(rl_loop *loop, struct rl__uring *u)
 {
-	if (push_queue(loop, u, &u->cont))
+	if (push_cancels(loop, u) && push_slot_closes(loop, u) &&
+	    push_queue(loop, u, &u->cont))
 		push_queue(loop, u, &u->pending);
 }
 
@@ -255,6 +330,68 @@ void rl__uring_release_slot(struct rl__uring *u, rl_req *req)
 		u->free_slots[u->nfree++] = ur->slot;
 		ur->slot = -1;
 	}
+}
+
+/* Puts the close of slot on the ring; false when there is no room (no
+ * SQE or no CQ budget) and it must wait. */
+static bool prep_slot_close(rl_loop *loop, struct rl__uring *u, int32_t slot)
+{
+	struct io_uring_sqe *sqe;
+
+	if (u->cq_owed + 1 > u->cq_budget || !(sqe = get_sqe(loop, u)))
+		return false;
+	io_uring_prep_close_direct(sqe, (unsigned)slot);
+	io_uring_sqe_set_data64(sqe, (uint64_t)slot << 3 | RL__TAG_SLOT);
+	u->cq_owed++;
+	return true;
+}
+
+void rl__uring_close_slot_later(rl_loop *loop, struct rl__uring *u, rl_req *req)
+{
+	int32_t slot = rl__ur(req)->slot;
+
+	rl__ur(req)->slot = -1;
+	loop->backend_busy++;
+	if (!u->nslot_closes && prep_slot_close(loop, u, slot))
+		return;
+	u->slot_closes[u->nslot_closes++] = slot;
+}
+
+static bool push_slot_closes(rl_loop *loop, struct rl__uring *u)
+{
+	unsigned i = 0;
+
+	while (i < u->nslot_closes &&
+	       prep_slot_close(loop, u, u->slot_closes[i]))
+		i++;
+	if (i) {
+		memmove(u->slot_closes, u->slot_closes + i,
+			(u->nslot_closes - i) * sizeof(*u->slot_closes));
+		u->nslot_closes -= i;
+	}
+	return !u->nslot_closes;
+}
+
+/* Drops the cancels still queued for req: its next life must not meet
+ * them. Queued cancels are rare (a full SQ), so this is usually one
+ * test. */
+static void forget_cancels(struct rl__uring *u, rl_req *req)
+{
+	uintptr_t base = (uintptr_t)req;
+	unsigned i, n = 0;
+
+	for (i = 0; i < u->ncancels; i++)
+		if ((u->cancels[i] & ~(uint64_t)RL__TAG_MASK) != base)
+			u->cancels[n++] = u->cancels[i];
+	u->ncancels = n;
+}
+
+void rl__uring_complete(rl_loop *loop, struct rl__uring *u, rl_req *req,
+			int64_t res)
+{
+	if (u->ncancels)
+		forget_cancels(u, req);
+	rl__complete(loop, req, res);
 }
 
 static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
@@ -271,6 +408,19 @@ static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
 	}
 	if (tag == RL__TAG_CANCEL)
 		return;
+	/* Kernel-internal restart codes (ERESTARTSYS 512 ... 516) never
+	 * belong in user space, but on 6.18 an openat that io-wq ran and
+	 * a cancel interrupted (a FIFO's open waiting for a peer) completes
+	 * with -ERESTARTSYS: it is an interrupted call, -EINTR. */
+	if (res <= -512 && res >= -516)
+		res = -EINTR;
+	if (tag == RL__TAG_SLOT) {
+		/* A read_file's file is closed: its slot is free again. */
+		u->cq_owed--;
+		u->free_slots[u->nfree++] = (int32_t)(ud >> 3);
+		loop->backend_busy--;
+		return;
+	}
 	if (rl__op_is_net(req->op))
 		rl__uring_net_cqe(loop, u, req, tag, res, flags);
 	else
@@ -294,18 +444,33 @@ static int reap(rl_loop *loop, struct rl__uring *u)
 	return total;
 }
 
-static void arm_wake(struct rl__uring *u)
+/*
+ * Arms the eventfd read that lets rl_post() wake a sleeping loop. It must
+ * never be lost to a full SQ: the SQ is flushed to make room, and with
+ * SQPOLL (whose poller empties the SQ when it gets to it) the loop waits
+ * for room. Returns false only when the SQ stays full anyway (a passing
+ * refusal of the submit): the caller then sleeps no longer than
+ * WAKE_RETRY_NS, and the next iteration sees the posts.
+ */
+static bool arm_wake(rl_loop *loop, struct rl__uring *u)
 {
 	struct io_uring_sqe *sqe;
 
 	if (u->wake_armed || u->closing)
-		return;
-	sqe = io_uring_get_sqe(&u->ring);
+		return true;
+	sqe = get_sqe(loop, u);
+	if (!sqe && u->sqpoll) {
+		loop->stats.syscalls++;
+		loop->stats.enters++;
+		io_uring_sqring_wait(&u->ring);
+		sqe = io_uring_get_sqe(&u->ring);
+	}
 	if (!sqe)
-		return; /* next time: posts are drained every iteration */
+		return false;
 	io_uring_prep_read(sqe, u->efd, &u->wake_buf, sizeof(u->wake_buf), 0);
 	io_uring_sqe_set_data64(sqe, RL__TAG_WAKE);
 	u->wake_armed = true;
+	return true;
 }
 
 static int uring_wait(rl_loop *loop, int64_t timeout_ns)
@@ -316,6 +481,27 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	int ret;
 
 	push_pending(loop, u);
+	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
+		/* Cancels that still found no room may be all that can end
+		 * what fills the SQ (reads of pipes nobody writes to): never
+		 * sleep on them. With SQPOLL, wait for the poller to make
+		 * room; else look again soon. */
+		if (u->sqpoll) {
+			flush_sq(loop, u);
+			loop->stats.syscalls++;
+			loop->stats.enters++;
+			io_uring_sqring_wait(&u->ring);
+			push_pending(loop, u);
+		}
+		if ((u->ncancels || u->cancel_any) &&
+		    (timeout_ns < 0 || timeout_ns > WAKE_RETRY_NS))
+			timeout_ns = WAKE_RETRY_NS;
+	}
+	if (u->error) {
+		ret = u->error;
+		u->error = 0;
+		return ret;
+	}
 	if (io_uring_cq_ready(&u->ring) || timeout_ns == 0) {
 		/* Completions are there already, or the caller must not
 		 * block: submit what is queued and take what is ready. With
@@ -326,11 +512,14 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		     IORING_SQ_TASKRUN)) {
 			count_submit(loop, u, true);
 			ret = io_uring_submit_and_get_events(&u->ring);
-			if (ret < 0 && ret != -EBUSY && ret != -EINTR)
+			if (ret < 0 && ret != -EBUSY && ret != -EINTR &&
+			    ret != -EAGAIN)
 				return ret;
 		}
 	} else {
-		arm_wake(u);
+		if (!arm_wake(loop, u) &&
+		    (timeout_ns < 0 || timeout_ns > WAKE_RETRY_NS))
+			timeout_ns = WAKE_RETRY_NS;
 		count_submit(loop, u, true);
 		if (timeout_ns > 0) {
 			ts.tv_sec = timeout_ns / 1000000000;
@@ -338,7 +527,8 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		}
 		ret = io_uring_submit_and_wait_timeout(
 			&u->ring, &cqe, 1, timeout_ns > 0 ? &ts : NULL, NULL);
-		if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EBUSY)
+		if (ret < 0 && ret != -ETIME && ret != -EINTR &&
+		    ret != -EBUSY && ret != -EAGAIN)
 			return ret;
 	}
 	ret = reap(loop, u);
@@ -350,18 +540,67 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 
 /* ------------------------------------------------------------ cancelling */
 
+static bool prep_cancel(rl_loop *loop, struct rl__uring *u, uint64_t target,
+			unsigned flags)
+{
+	struct io_uring_sqe *sqe = get_sqe(loop, u);
+
+	if (!sqe)
+		return false;
+	io_uring_prep_cancel64(sqe, target, flags);
+	io_uring_sqe_set_data64(sqe, RL__TAG_CANCEL);
+	return true;
+}
+
+/* A cancel that finds the SQ full waits in a queue of its own (the only
+ * allocation off the hot path: cancels under a full SQ are rare), ahead
+ * of everything else at the next submit. */
 void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u, uint64_t target)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	uint64_t *grown;
 
-	if (!sqe) {
-		flush_sq(loop, u);
-		sqe = io_uring_get_sqe(&u->ring);
-		if (!sqe)
+	if (!u->ncancels && prep_cancel(loop, u, target, 0))
+		return;
+	if (u->ncancels == u->cancels_cap) {
+		unsigned cap = u->cancels_cap ? 2 * u->cancels_cap : 16;
+
+		grown = realloc(u->cancels, cap * sizeof(*grown));
+		if (!grown) {
+			/* No memory: wait for room instead. */
+			while (!prep_cancel(loop, u, target, 0)) {
+				loop->stats.syscalls++;
+				loop->stats.enters++;
+				io_uring_get_events(&u->ring);
+				if (u->sqpoll)
+					io_uring_sqring_wait(&u->ring);
+			}
 			return;
+		}
+		u->cancels = grown;
+		u->cancels_cap = cap;
 	}
-	io_uring_prep_cancel64(sqe, target, 0);
-	io_uring_sqe_set_data64(sqe, RL__TAG_CANCEL);
+	u->cancels[u->ncancels++] = target;
+}
+
+static bool push_cancels(rl_loop *loop, struct rl__uring *u)
+{
+	unsigned i = 0;
+
+	if (u->cancel_any) {
+		if (!prep_cancel(loop, u, 0,
+				 IORING_ASYNC_CANCEL_ANY |
+					 IORING_ASYNC_CANCEL_ALL))
+			return false;
+		u->cancel_any = false;
+	}
+	while (i < u->ncancels && prep_cancel(loop, u, u->cancels[i], 0))
+		i++;
+	if (i) {
+		memmove(u->cancels, u->cancels + i,
+			(u->ncancels - i) * sizeof(*u->cancels));
+		u->ncancels -= i;
+	}
+	return !u->ncancels;
 }
 
 /* Closing: what never reached the kernel finishes now; what did is asked
@@ -370,7 +609,6 @@ void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u, uint64_t target)
  * their close, which reports -ECANCELED as their steps see closing. */
 static void cancel_all(rl_loop *loop, struct rl__uring *u)
 {
-	struct io_uring_sqe *sqe;
 	rl_req *req;
 
 	u->closing = true;
@@ -379,17 +617,13 @@ static void cancel_all(rl_loop *loop, struct rl__uring *u)
 	while ((req = rl__fifo_pop(&u->pending))) {
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 		rl__uring_release_slot(u, req);
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_complete(loop, u, req, -ECANCELED);
 	}
-	sqe = io_uring_get_sqe(&u->ring);
-	if (sqe) {
-		/* ALL (5.19): every request, not just the first found; a
-		 * stream would otherwise wait for its own pass. */
-		io_uring_prep_cancel64(sqe, 0,
-				       IORING_ASYNC_CANCEL_ANY |
-					       IORING_ASYNC_CANCEL_ALL);
-		io_uring_sqe_set_data64(sqe, RL__TAG_CANCEL);
-	}
+	/* ALL (5.19): every request, not just the first found; a stream
+	 * would otherwise wait for its own pass. */
+	if (!prep_cancel(loop, u, 0,
+			 IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL))
+		u->cancel_any = true;
 	flush_sq(loop, u);
 }
 
@@ -409,7 +643,7 @@ static void uring_cancel(rl_loop *loop, rl_req *req)
 	    rl__fifo_remove(&u->pending, req)) {
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 		rl__uring_release_slot(u, req);
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_complete(loop, u, req, -ECANCELED);
 		return;
 	}
 	rl__uring_fs_cancel(loop, u, req);
@@ -455,6 +689,8 @@ static void uring_destroy(rl_loop *loop)
 	if (u->efd >= 0)
 		close(u->efd);
 	free(u->free_slots);
+	free(u->slot_closes);
+	free(u->cancels);
 	free(u);
 	loop->be = NULL;
 }

@@ -25,6 +25,7 @@ enum {
 	RL__TAG_CANCEL = 4, /* an async cancel; its CQE is ignored */
 	RL__TAG_PROBE = 5,  /* a read_file's end-of-file probe */
 	RL__TAG_LINK_TIMEOUT = 6, /* a connect's linked timeout */
+	RL__TAG_SLOT = 7,   /* the close of a slot: slot << 3 | tag */
 	RL__TAG_MASK = 7,
 };
 
@@ -52,10 +53,21 @@ struct rl__uring {
 	bool sqpoll;
 	uint8_t sqe_flags; /* on every file request's SQEs (IOSQE_ASYNC) */
 	bool closing;
+	int error; /* a submit failed for good: the next wait says so */
 	int32_t *free_slots;
 	unsigned nfree;
+	/* Slots whose read_file has called back, to close (the close's SQE
+	 * did not fit yet); room for every slot. */
+	int32_t *slot_closes;
+	unsigned nslot_closes;
 	unsigned cq_budget; /* CQEs we may be owed at once */
 	unsigned cq_owed;
+	/* Cancels that found no room in the SQ: their targets, sent before
+	 * anything else as soon as there is room. cancel_any: the loop's
+	 * close asked the kernel to drop everything. */
+	uint64_t *cancels;
+	unsigned ncancels, cancels_cap;
+	bool cancel_any;
 	struct rl__fifo pending; /* waiting for SQ room, CQ budget or a slot */
 	/* Next steps of requests that hold a slot already. They go before
 	 * pending: a request waiting for a slot must never stand in front of
@@ -75,7 +87,6 @@ struct rl__uring {
 struct rl__uring_req {
 	int32_t slot;	   /* direct descriptor slot, or -1 */
 	int32_t step;	   /* where a multi-step request is (uring_fs.c) */
-	int32_t probe_res; /* read_file: what the end-of-file probe read */
 	char probe;	   /* the byte after a read, if any */
 	int64_t res[2];	   /* read_file: the read's result; bytes so far */
 };
@@ -109,6 +120,17 @@ void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u,
 
 /* Gives req's direct descriptor slot back, if it holds one. */
 void rl__uring_release_slot(struct rl__uring *u, rl_req *req);
+
+/* Hands req's slot to a close of its own: req may call back before the
+ * kernel has closed the file (which it then does with the next submit),
+ * and the slot is free again at that close's CQE. */
+void rl__uring_close_slot_later(rl_loop *loop, struct rl__uring *u,
+				rl_req *req);
+
+/* req is finished: rl__complete(), and no cancel of it is left queued
+ * (req may be submitted again at once, and must not meet it). */
+void rl__uring_complete(rl_loop *loop, struct rl__uring *u, rl_req *req,
+			int64_t res);
 
 /* -------------------------------------------------- operations, for the core */
 

@@ -5,39 +5,50 @@
  * and write_file are in uring_fs_write.c. read_file is the interesting
  * one here: a linked chain when it can be, single steps otherwise.
  *
- * The chain is open -> read -> probe -> close, all on one direct
- * descriptor slot, submitted with the next batch in one io_uring_enter:
+ * The chain is open -> read -> probe, on one direct descriptor slot,
+ * submitted with the next batch in one io_uring_enter:
  *
  *  - A short read counts as a failure for IOSQE_IO_LINK and would cancel
- *    what follows it, leaking the slot (every read of a file smaller than
- *    the buffer is "short"). The read -> probe -> close links are
- *    therefore IOSQE_IO_HARDLINK; open -> read stays a plain link so a
- *    failed open cancels the rest.
+ *    what follows it (every read of a file smaller than the buffer is
+ *    "short"). The read -> probe link is therefore IOSQE_IO_HARDLINK;
+ *    open -> read stays a plain link so a failed open cancels the rest.
  *  - A short read is not the end of every file: procfs and sysfs files say
  *    size 0 and return a page or a record per read. So a one-byte probe at
- *    the file position follows the read; its CQE is skipped when it reads
- *    a byte, so the usual chain costs two CQEs (read, probe at EOF) plus
- *    the close's.
- *  - A read CQE can reach user space before the linked close has run, so
- *    a slot is only reused after the close's own CQE. The chain's callback
- *    runs on that CQE too: the close is always the last CQE of its chain
- *    (failed links are completed after the request that failed them).
+ *    the file position follows the read, and its CQE (the chain's last)
+ *    tells the end of the file (0) from more to come (1).
+ *  - The close is not part of the chain: the chain cannot tell whether it
+ *    should run. When the probe finds more, the file must stay open: a
+ *    FIFO or a device hands its bytes over once, so the rest is read from
+ *    the same open file, step by step, never from a fresh open (which
+ *    would lose what the stream gave already, and, with the reader gone a
+ *    moment, make the writer fail with EPIPE). At the end, the request
+ *    calls back at once and the slot's close goes with the next submit
+ *    (rl__uring_close_slot_later()): as many SQEs, CQEs and enters as a
+ *    chain with the close in it, and the slot is reused after the close's
+ *    CQE only.
  *  - IOSQE_CQE_SKIP_SUCCESS (5.17) on the open: its CQE exists only when
  *    it fails, and then the kernel posts no CQE for the linked read and
- *    close it cancelled, so that CQE ends the chain.
+ *    probe it cancelled, so that CQE ends the chain.
  *  - openat into a direct slot rejects O_CLOEXEC with -EINVAL (a direct
  *    descriptor is not in the fd table, so there is nothing to close on
  *    exec); plain opens keep O_CLOEXEC.
- *  - A FIFO nobody writes to. A plain IORING_OP_OPENAT of it completed at
- *    once with an fd on 6.18 (the non-blocking first attempt does not wait
- *    for a writer, unlike open(2)); the linked open of a chain goes to an
- *    io-wq worker and waits there, and a read or the probe waits for data.
- *    All of them wait forever without a writer, so rl_cancel() sends an
- *    async cancel for the open, the read and (once the read has ended,
- *    since the hard link then issues it) the probe.
+ *  - FIFOs. IORING_OP_OPENAT first tries the open without blocking (with
+ *    O_NONBLOCK, cleared afterwards on 6.18): a FIFO opened for reading
+ *    returns at once, without waiting for a writer, and a read of it then
+ *    waits for the writer's data (io_uring polls it; read(2) would answer
+ *    0 there). A FIFO opened for writing with no reader fails that first
+ *    try with -ENXIO, which the kernel returns as it is: the open is sent
+ *    again with IOSQE_ASYNC, to an io-wq worker that waits for a reader
+ *    as open(2) does. Such waits last forever without a peer, so
+ *    rl_cancel() sends an async cancel for the open, the read and (once
+ *    the read has ended, since the hard link then issues it) the probe.
+ *  - A read with an offset of a file without a position (a pipe) reads
+ *    what comes next: the kernel ignores the offset (the epoll backend
+ *    does the same, see ringloop.h).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +61,13 @@
 #ifndef STATX_DIOALIGN
 #define STATX_DIOALIGN 0x00002000U /* Linux 6.1 */
 #endif
+
+/* The most one read asks for; Linux reads at most MAX_RW_COUNT (INT_MAX
+ * rounded down to a page) at once anyway, and the length is 32 bits. */
+#define MAX_READ ((size_t)INT_MAX)
+
+/* What a plain open request keeps in step. */
+enum { OPEN_FIRST = 0, OPEN_ASYNC = 1 };
 
 void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 {
@@ -76,7 +94,7 @@ struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u,
 	if (req->op != RL_OP_READ_FILE)
 		return need;
 	if (step == STEP_CHAIN && u->link)
-		need.sqes = 4;
+		need.sqes = 3;
 	else if (step == STEP_READ)
 		need.sqes = 2;
 	need.slot = u->direct && (step == STEP_CHAIN || step == STEP_OPEN);
@@ -92,13 +110,14 @@ static void prep_read_pair(struct rl__uring *u, rl_req *req, int fd,
 			   unsigned flags, unsigned probe_flags)
 {
 	struct rl__uring_req *ur = rl__ur(req);
-	size_t got = (size_t)ur->res[1];
+	size_t got = (size_t)ur->res[1], room = rl__req(req)->cap - got;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 
 	/* Offset -1: the file position, so the probe starts where the read
 	 * ended without knowing how much it read. */
 	io_uring_prep_read(sqe, fd, (char *)req->buf + got,
-			   (unsigned)(rl__req(req)->cap - got), (uint64_t)-1);
+			   (unsigned)(room < MAX_READ ? room : MAX_READ),
+			   (uint64_t)-1);
 	sqe->flags |= IOSQE_IO_HARDLINK | flags;
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
 
@@ -118,15 +137,7 @@ static void prep_chain(struct rl__uring *u, rl_req *req)
 				    slot);
 	sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_OPEN));
-
-	/* The probe's CQE is skipped when it reads a byte: the close that
-	 * ends the chain tells that it ran. */
-	ur->probe_res = 1;
-	prep_read_pair(u, req, (int)slot, IOSQE_FIXED_FILE,
-		       IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS);
-	sqe = io_uring_get_sqe(&u->ring);
-	io_uring_prep_close_direct(sqe, slot);
-	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_CLOSE));
+	prep_read_pair(u, req, (int)slot, IOSQE_FIXED_FILE, 0);
 }
 
 static void prep_read_file_step(struct rl__uring *u, rl_req *req)
@@ -136,7 +147,6 @@ static void prep_read_file_step(struct rl__uring *u, rl_req *req)
 
 	if (ur->step == STEP_READ) {
 		/* Both CQEs come: the probe's ends the step. */
-		ur->probe_res = 0;
 		prep_read_pair(u, req, u->direct ? ur->slot : req->fd,
 			       u->direct ? IOSQE_FIXED_FILE : 0, 0);
 		return;
@@ -167,6 +177,8 @@ static void prep_single(struct rl__uring *u, rl_req *req)
 	case RL_OP_OPEN:
 		io_uring_prep_openat(sqe, AT_FDCWD, req->path, req->flags,
 				     req->mode);
+		if (rl__ur(req)->step == OPEN_ASYNC)
+			sqe->flags |= IOSQE_ASYNC;
 		break;
 	case RL_OP_READ:
 		io_uring_prep_read(sqe, req->fd, req->buf, (unsigned)req->len,
@@ -252,7 +264,8 @@ void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
 /*
  * Folds a finished read pair into the request: the read's r bytes, and the
  * probe's byte when it read one. Returns 1 when the file goes on, 0 at its
- * end, -errno on an error or when a caller's buffer is too small (-EFBIG).
+ * end, -errno on an error, or -EFBIG when the buffer is a caller's or at
+ * the loop's read_file_max.
  */
 static int absorb(rl_req *req, int32_t r, int32_t p)
 {
@@ -267,26 +280,13 @@ static int absorb(rl_req *req, int32_t r, int32_t p)
 	if (p <= 0)
 		return p;
 	if (got == rl__req(req)->cap) {
-		ret = rl__read_file_grow(req, 2 * (got + 1));
+		ret = rl__read_file_grow(req);
 		if (ret < 0)
 			return ret;
 	}
 	((char *)req->buf)[got] = ur->probe;
 	ur->res[1] = (int64_t)got + 1;
 	return 1;
-}
-
-/* Re-runs a read_file as single steps from offset 0 and a fresh open, with
- * the buffer it has (grown already if it was too small): the data returned
- * then comes from one open file, even if the path was renamed over. */
-static void restart_stepwise(rl_loop *loop, struct rl__uring *u, rl_req *req)
-{
-	struct rl__uring_req *ur = rl__ur(req);
-
-	ur->step = STEP_OPEN;
-	ur->res[0] = 0;
-	ur->res[1] = 0;
-	rl__uring_push_or_queue(loop, u, req, &u->pending);
 }
 
 static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
@@ -299,11 +299,11 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 	switch (tag) {
 	case RL__TAG_OPEN:
 		/* Only a failed open posts a CQE, and then the kernel omits
-		 * the CQEs of the reads and close it cancelled: the chain is
+		 * the CQEs of the read and probe it cancelled: the chain is
 		 * over, and the slot was never filled. */
-		u->cq_owed -= 4;
+		u->cq_owed -= 3;
 		rl__uring_release_slot(u, req);
-		rl__complete(loop, req, res);
+		rl__uring_complete(loop, u, req, res);
 		return;
 	case RL__TAG_MAIN:
 		ur->res[0] = res;
@@ -313,19 +313,22 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			rl__uring_cancel_sqe(loop, u,
 					     rl__udata(req, RL__TAG_PROBE));
 		return;
-	case RL__TAG_PROBE:
-		/* Posted only when the probe read nothing (or failed). */
-		ur->probe_res = res;
+	}
+	/* RL__TAG_PROBE: the chain is over; the file is still open. */
+	u->cq_owed -= 3;
+	ret = absorb(req, (int32_t)ur->res[0], res);
+	if (ret == 1 && !stopping) {
+		/* Larger than the buffer, a procfs file, or a stream: read
+		 * on from the same open file. */
+		ur->step = STEP_READ;
+		rl__uring_push_or_queue(loop, u, req, &u->cont);
 		return;
 	}
-	/* RL__TAG_CLOSE: the chain is over and its slot is free again. */
-	u->cq_owed -= 4;
-	rl__uring_release_slot(u, req);
-	ret = absorb(req, (int32_t)ur->res[0], ur->probe_res);
-	if (ret == 1 && !stopping)
-		restart_stepwise(loop, u, req); /* bigger, or procfs-like */
-	else
-		rl__complete(loop, req, ret < 0 ? ret : ur->res[1]);
+	rl__uring_close_slot_later(loop, u, req);
+	rl__uring_complete(loop, u, req,
+			   ret < 0    ? ret
+			   : ret == 1 ? -ECANCELED
+				      : ur->res[1]);
 }
 
 /* A read_file or write_file closed its fd: one that waited for an fd may
@@ -359,7 +362,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		}
 		if (res < 0) {
 			rl__uring_release_slot(u, req);
-			rl__complete(loop, req, res);
+			rl__uring_complete(loop, u, req, res);
 			return;
 		}
 		if (!u->direct) {
@@ -394,7 +397,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			u->fds_held--;
 			rl__uring_fd_released(u);
 		}
-		rl__complete(loop, req, ur->res[0]);
+		rl__uring_complete(loop, u, req, ur->res[0]);
 		return;
 	}
 	rl__uring_push_or_queue(loop, u, req, &u->cont);
@@ -427,18 +430,49 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		loop->stats.syscalls++;
 		res = ftruncate(req->fd, (off_t)req->offset) < 0 ? -errno : 0;
 	}
-	rl__complete(loop, req, res);
+	/* The kernel's non-blocking first try of a FIFO's open for writing
+	 * with no reader: -ENXIO, where open(2) waits for one. Try again in
+	 * an io-wq worker, which waits (see the top of this file). */
+	if (req->op == RL_OP_OPEN && res == -ENXIO &&
+	    rl__ur(req)->step == OPEN_FIRST && !(req->flags & O_NONBLOCK) &&
+	    (req->flags & O_ACCMODE) == O_WRONLY) {
+		/* (Cancelled before its wait began: it would have waited.) */
+		if ((rl__req(req)->state & RL__REQ_CANCEL) || u->closing) {
+			rl__uring_complete(loop, u, req, -ECANCELED);
+			return;
+		}
+		rl__ur(req)->step = OPEN_ASYNC;
+		rl__uring_push_or_queue(loop, u, req, &u->cont);
+		return;
+	}
+	/* A wait in an io-wq worker that the loop's close interrupted. */
+	if (res == -EINTR && u->closing && req->op != RL_OP_CLOSE)
+		res = -ECANCELED;
+	rl__uring_complete(loop, u, req, res);
 }
 
 /* ------------------------------------------------------------- cancelling */
 
 void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
-	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
-	    rl__fifo_remove(&u->fd_wait, req)) {
-		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
-		rl__complete(loop, req, -ECANCELED);
-		return;
+	if (rl__req(req)->state & RL__REQ_QUEUED) {
+		/* Not in the kernel: waiting for an fd, or a next step
+		 * waiting for room (cont). A read_file that holds its file
+		 * open goes on to its close instead of its next read, which
+		 * might wait forever on a FIFO; the rest hold nothing. */
+		if (req->op == RL_OP_READ_FILE &&
+		    rl__ur(req)->step == STEP_READ) {
+			rl__ur(req)->res[0] = -ECANCELED;
+			rl__ur(req)->step = STEP_CLOSE;
+			return;
+		}
+		if (rl__fifo_remove(&u->fd_wait, req) ||
+		    rl__fifo_remove(&u->cont, req)) {
+			rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+			rl__uring_release_slot(u, req);
+			rl__uring_complete(loop, u, req, -ECANCELED);
+			return;
+		}
 	}
 	if ((rl__req(req)->state & RL__REQ_QUEUED) && rl__uring_is_write(req) &&
 	    rl__fifo_remove(&u->cont, req)) {

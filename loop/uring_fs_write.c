@@ -170,7 +170,7 @@ static void write_end(rl_loop *loop, rl_req *req, int ret)
 		loop->stats.syscalls++;
 		lseek(req->fd, (off_t)(ur->res[0] + ur->res[1]), SEEK_SET);
 	}
-	rl__complete(loop, req, ret < 0 ? ret : (int64_t)req->len);
+	rl__uring_complete(loop, rl__u(loop), req, ret < 0 ? ret : (int64_t)req->len);
 }
 
 void rl__uring_write_stop(rl_loop *loop, rl_req *req)
@@ -338,9 +338,9 @@ static void finish(rl_loop *loop, struct rl__uring *u, rl_req *req, int32_t res)
 		rl__uring_fd_released(u);
 	}
 	if (ur->res[0] < 0)
-		rl__complete(loop, req, ur->res[0]);
+		rl__uring_complete(loop, rl__u(loop), req, ur->res[0]);
 	else
-		rl__complete(loop, req, res < 0 ? res : (int64_t)req->len);
+		rl__uring_complete(loop, rl__u(loop), req, res < 0 ? res : (int64_t)req->len);
 }
 
 /* The chain posts one CQE: the first step that failed, or the close. */
@@ -354,7 +354,7 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 	case RL__TAG_OPEN:
 		/* Nothing was opened, the slot is still empty. */
 		rl__uring_release_slot(u, req);
-		rl__complete(loop, req, res);
+		rl__uring_complete(loop, rl__u(loop), req, res);
 		return;
 	case RL__TAG_MAIN:
 		after_write(u, req, written(u, req, res));
@@ -388,7 +388,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		}
 		if (res < 0) {
 			rl__uring_release_slot(u, req);
-			rl__complete(loop, req, res);
+			rl__uring_complete(loop, rl__u(loop), req, res);
 			return;
 		}
 		if (!u->direct) {

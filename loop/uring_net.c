@@ -126,7 +126,7 @@ static void send_done(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			}
 		}
 	}
-	rl__complete(loop, req, res);
+	rl__uring_complete(loop, rl__u(loop), req, res);
 }
 
 /* ----------------------------------------------------------- submission */
@@ -142,7 +142,7 @@ void rl__uring_net_submit(rl_loop *loop, struct rl__uring *u, rl_req *req)
 		ur->zc = is_zc(loop, req);
 		q = sendq(u, req->fd);
 		if (!q) {
-			rl__complete(loop, req, -ENOMEM);
+			rl__uring_complete(loop, rl__u(loop), req, -ENOMEM);
 			return;
 		}
 		if (q->active) {
@@ -363,11 +363,11 @@ static void accept_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 	if (more)
 		return;
 	if (rl__net_stopping(loop, req))
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_complete(loop, rl__u(loop), req, -ECANCELED);
 	else if (res >= 0 || rl__net_accept_skip(res))
 		rearm(loop, u, req);
 	else
-		rl__complete(loop, req, res);
+		rl__uring_complete(loop, rl__u(loop), req, res);
 }
 
 static void recv_stream_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
@@ -445,9 +445,9 @@ static void connect_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 	if (--ur->owed)
 		return;
 	if (ur->res == -ECANCELED && ur->tres == -ETIME)
-		rl__complete(loop, req, -ETIMEDOUT);
+		rl__uring_complete(loop, rl__u(loop), req, -ETIMEDOUT);
 	else
-		rl__complete(loop, req, ur->res < 0 ? ur->res : req->fd);
+		rl__uring_complete(loop, rl__u(loop), req, ur->res < 0 ? ur->res : req->fd);
 }
 
 void rl__uring_net_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
@@ -481,7 +481,7 @@ void rl__uring_net_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		break;
 	}
 	u->cq_owed--;
-	rl__complete(loop, req, res);
+	rl__uring_complete(loop, rl__u(loop), req, res);
 }
 
 /* ----------------------------------------------------------- cancelling */
@@ -497,7 +497,7 @@ static void finish_waiting(rl_loop *loop, struct rl__uring *u, rl_req *req)
 		return;
 	}
 	if (req->op != RL_OP_SEND) {
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_complete(loop, rl__u(loop), req, -ECANCELED);
 		return;
 	}
 	ur->inflight = 0;
@@ -514,11 +514,11 @@ void rl__uring_net_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	switch (ur->step) {
 	case NET_STARVED:
 		rl__fifo_remove(&u->net.starved, req);
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_complete(loop, rl__u(loop), req, -ECANCELED);
 		return;
 	case NET_SENDQ:
 		rl__fifo_remove(&u->net.sendq[req->fd].wait, req);
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_complete(loop, rl__u(loop), req, -ECANCELED);
 		return;
 	}
 	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
@@ -545,10 +545,10 @@ void rl__uring_net_closing(rl_loop *loop, struct rl__uring *u)
 	rl_req *req;
 
 	while ((req = rl__fifo_pop(&un->starved)))
-		rl__complete(loop, req, -ECANCELED);
+		rl__uring_complete(loop, rl__u(loop), req, -ECANCELED);
 	for (uint32_t fd = 0; fd < un->nsendq; fd++) {
 		while ((req = rl__fifo_pop(&un->sendq[fd].wait)))
-			rl__complete(loop, req, -ECANCELED);
+			rl__uring_complete(loop, rl__u(loop), req, -ECANCELED);
 		un->sendq[fd].active = NULL;
 	}
 	/* Continuations (re-armed streams, a send's next chunk) would go on

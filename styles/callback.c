@@ -4,18 +4,29 @@
  * one per request in flight (the operations are in callback_fs.c).
  *
  * Each pooled entry is a request plus the caller's callback and argument,
- * and keeps the buffer its last pooled read_file grew, so a loop reading
- * files of a similar size stops allocating after the first few reads.
- * Entries come in chunks; a chunk is freed only by rl_cb_ctx_close() or
- * rl_cb_ctx_trim().
+ * and keeps the buffer its last pooled read_file grew (up to KEEP_MAX), so
+ * a loop reading files of a similar size stops allocating after the first
+ * few reads. Entries come in chunks; a chunk is freed by rl_cb_ctx_trim()
+ * or when the context closes.
+ *
+ * Lifetime: the context puts a close hook on its loop, so rl_loop_close()
+ * closes it (cancels its requests, runs their callbacks) and frees it at
+ * the very end of the close. rl_cb_ctx_close() before that frees it only
+ * when none of its requests is in flight and none of its callbacks is
+ * running.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "callback_internal.h"
 
 #define CHUNK 64
+/* The largest buffer an entry keeps when it goes back to the pool: a
+ * read_file that grew one past it (a big file, or a device read up to the
+ * loop's read_file_max before -EFBIG) gives the memory back at once. */
+#define KEEP_MAX ((size_t)1 << 20)
 
 struct rl__cb_chunk {
 	struct rl__cb_chunk *next;
@@ -26,6 +37,45 @@ struct rl__cb_chunk {
  * each hold one, and learned from the files read so far (callback_fs.c),
  * because a read that outgrows it costs a second pass. */
 #define FIRST_GUESS 256
+
+static void ctx_free(rl_cb_ctx *cbs)
+{
+	struct rl__cb_chunk *c, *next;
+
+	for (c = cbs->chunks; c; c = next) {
+		next = c->next;
+		for (int i = 0; i < CHUNK; i++)
+			free(c->e[i].buf);
+		free(c);
+	}
+	free(cbs);
+}
+
+/*
+ * rl_loop_close() of our loop: refuse new requests, cancel the ones in
+ * flight and let their callbacks run; the memory goes at the last call,
+ * when no callback of any layer can reach it any more.
+ */
+static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
+{
+	rl_cb_ctx *cbs =
+		(rl_cb_ctx *)((char *)hook - offsetof(rl_cb_ctx, close_hook));
+	struct rl__cb_chunk *c;
+
+	if (cbs->closed) {
+		ctx_free(cbs);
+		return 0;
+	}
+	cbs->closed = true;
+	for (c = cbs->chunks; c; c = c->next)
+		for (int i = 0; i < CHUNK; i++)
+			if (c->e[i].in_use)
+				rl_cancel(loop, &c->e[i].req);
+	while (cbs->in_flight)
+		if (rl_run(loop, RL_RUN_ONCE) < 0)
+			break;
+	return RL_CLOSE_AGAIN;
+}
 
 int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 {
@@ -38,25 +88,19 @@ int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 		return -ENOMEM;
 	cbs->loop = loop;
 	cbs->guess = FIRST_GUESS;
+	rl_loop_on_close(loop, &cbs->close_hook, close_with_loop);
 	*out = cbs;
 	return 0;
 }
 
 int rl_cb_ctx_close(rl_cb_ctx *cbs)
 {
-	struct rl__cb_chunk *c, *next;
-
 	if (!cbs)
 		return -EINVAL;
-	if (cbs->in_flight)
+	if (cbs->in_flight || cbs->dispatching)
 		return -EBUSY;
-	for (c = cbs->chunks; c; c = next) {
-		next = c->next;
-		for (int i = 0; i < CHUNK; i++)
-			free(c->e[i].buf);
-		free(c);
-	}
-	free(cbs);
+	rl_loop_off_close(cbs->loop, &cbs->close_hook);
+	ctx_free(cbs);
 	return 0;
 }
 
@@ -86,6 +130,11 @@ struct rl__cb_entry *rl__cb_entry_get(rl_cb_ctx *cbs)
 
 void rl__cb_entry_put(rl_cb_ctx *cbs, struct rl__cb_entry *e)
 {
+	if (e->cap > KEEP_MAX) {
+		free(e->buf);
+		e->buf = NULL;
+		e->cap = 0;
+	}
 	e->in_use = false;
 	e->next_free = cbs->free;
 	cbs->free = e;
@@ -134,4 +183,15 @@ size_t rl_cb_ctx_in_flight(const rl_cb_ctx *cbs)
 size_t rl_cb_ctx_pooled(const rl_cb_ctx *cbs)
 {
 	return cbs->pooled;
+}
+
+size_t rl_cb_ctx_buffered(const rl_cb_ctx *cbs)
+{
+	size_t bytes = 0;
+
+	for (const struct rl__cb_chunk *c = cbs->chunks; c; c = c->next)
+		for (int i = 0; i < CHUNK; i++)
+			if (!c->e[i].in_use && c->e[i].buf)
+				bytes += c->e[i].cap;
+	return bytes;
 }

@@ -25,6 +25,11 @@ static struct rl__cb_entry *take(rl_cb_ctx *cbs, bool has_done, void *arg,
 		*ret = -EINVAL;
 		return NULL;
 	}
+	if (cbs->closed) {
+		/* The loop is closing: it would refuse the request anyway. */
+		*ret = -ECANCELED;
+		return NULL;
+	}
 	e = rl__cb_entry_get(cbs);
 	if (!e) {
 		*ret = -ENOMEM;
@@ -65,11 +70,13 @@ static void pooled_done(rl_req *req)
 	}
 	/* The entry goes back to the pool after the callback, so its buffer
 	 * stays valid while the callback reads it; a read the callback
-	 * starts takes another entry. */
+	 * starts takes another entry, and a close it tries is refused. */
+	cbs->dispatching++;
 	if (res < 0)
 		e->done.data((int)res, NULL, 0, e->arg);
 	else
 		e->done.data(0, req->buf, (size_t)res, e->arg);
+	cbs->dispatching--;
 	rl__cb_entry_put(cbs, e);
 }
 
@@ -101,10 +108,13 @@ static void caller_done(rl_req *req)
 
 	cbs->in_flight--;
 	rl__cb_entry_put(cbs, e);
+	/* The context refuses to close from inside its callbacks. */
+	cbs->dispatching++;
 	if (res < 0)
 		done((int)res, buf, 0, arg);
 	else
 		done(0, buf, (size_t)res, arg);
+	cbs->dispatching--;
 }
 
 static int read_file_into(rl_cb_ctx *cbs, const char *path, void *buf,
@@ -149,10 +159,12 @@ static void res_done(rl_req *req)
 	cbs->in_flight--;
 	/* Back first: a request the callback starts may reuse it. */
 	rl__cb_entry_put(cbs, e);
+	cbs->dispatching++;
 	if (res < 0)
 		done((int)res, 0, arg);
 	else
 		done(0, res, arg);
+	cbs->dispatching--;
 }
 
 /* The shape of every operation below: take an entry, submit, account. */

@@ -36,11 +36,14 @@ struct rl__cb_chunk;
 
 struct rl_cb_ctx {
 	rl_loop *loop;
+	rl_close_hook close_hook; /* rl_loop_close() closes us */
 	struct rl__cb_entry *free;
 	struct rl__cb_chunk *chunks;
 	size_t in_flight;
 	size_t pooled;
 	size_t guess; /* the first buffer of a new entry's read_file */
+	unsigned dispatching; /* our callbacks running now */
+	bool closed;	      /* closed by the loop, freed at its end */
 };
 
 /* An entry for one request (NULL: out of memory), and back to the pool. */

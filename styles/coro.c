@@ -17,6 +17,7 @@
  * stack, returns the stack to the pool (coro_finished()).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +39,9 @@ struct rl__coro_slab {
 	rl_coro co[SLAB_HANDLES];
 };
 
-static uint64_t next_id; /* process-wide numbering, for messages */
+/* Process-wide numbering, for messages; loops on several threads spawn
+ * at the same time. */
+static _Atomic uint64_t next_id;
 
 /* --------------------------------------------------------------- handles */
 
@@ -177,13 +180,22 @@ static void wake_task(rl_task *task)
 	rl__coro_resume(co, co->wake_val);
 }
 
-/* The stack is taken, and its memory first touched, when the coroutine
- * starts, not in spawn (see coro_stack.c). */
+/* The stack is taken (mapped, or the most recently freed one), and its
+ * memory first touched, when the coroutine starts, not in spawn: a
+ * million spawns cost no mapping (see coro_stack.c). A coroutine that
+ * cannot get one never runs: it ends at once with -ENOMEM, which a join
+ * returns. */
 static void start_now(rl_coro *co)
 {
 	struct rl__coro_stack *st;
 
-	st = rl__coro_stack_take(co->sched->pool, co->stack_size);
+	st = rl__coro_stack_get(co->sched->pool, co->stack_size);
+	if (!st) {
+		co->value = -ENOMEM;
+		co->state = RL__CORO_DONE;
+		coro_finished(co);
+		return;
+	}
 	co->stack = st;
 	st->owner_id = co->id;
 	st->owner_name = co->name;
@@ -262,7 +274,8 @@ static void coro_finished(rl_coro *co)
 	rl_coro *joiner = co->joiner;
 
 	alive_del(s, co);
-	rl__coro_stack_put(s->pool, co->stack);
+	if (co->stack)
+		rl__coro_stack_put(s->pool, co->stack);
 	co->stack = NULL;
 	s->stats.finished++;
 	if (joiner) {
@@ -276,14 +289,40 @@ static void coro_finished(rl_coro *co)
 
 /* ------------------------------------------------------------- scheduler */
 
-/* rl_loop_close() of our loop, before the loop cancels anything. */
+static void sched_free(rl_coro_ctx *s)
+{
+	struct rl__coro_slab *slab;
+
+	while ((slab = s->slabs)) {
+		s->slabs = slab->next;
+		free(slab);
+	}
+	if (s->own_pool)
+		rl_coro_pool_close(s->pool);
+	if (s->altstack == 1)
+		rl__coro_altstack_put();
+	free(s);
+}
+
+static int unwind_all(rl_coro_ctx *s);
+
+/* rl_loop_close() of our loop, before the loop cancels anything: every
+ * coroutine is cancelled and unwound while the loop still works; the
+ * memory goes at the last call, when no callback can reach it. */
 static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
 {
 	rl_coro_ctx *s = (rl_coro_ctx *)((char *)hook -
 					     offsetof(rl_coro_ctx, close_hook));
 
 	(void)loop;
-	return rl_coro_ctx_close(s);
+	if (s->closed) {
+		sched_free(s);
+		return 0;
+	}
+	if (unwind_all(s) < 0)
+		return -EBUSY;
+	s->closed = true;
+	return RL_CLOSE_AGAIN;
 }
 
 int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
@@ -374,49 +413,50 @@ static void cancel_wait(rl_coro_ctx *s, rl_coro *co)
 	}
 }
 
-int rl_coro_ctx_close(rl_coro_ctx *s)
+/* Cancels what every coroutine waits for and runs the loop until all have
+ * returned. -EBUSY when some stay suspended regardless (an await of a
+ * promise nothing can settle, whose withdrawal failed), or when called
+ * from inside the loop, where it could not wait. */
+static int unwind_all(rl_coro_ctx *s)
 {
-	struct rl__coro_slab *slab;
 	rl_coro *co;
 	int ret;
 
-	if (!s)
-		return -EINVAL;
 	if (rl__coro_current)
 		return -EBUSY;
-	if (s->alive) {
-		/* Inside rl_run() (a callback) we could not wait for the
-		 * coroutines; find out before changing anything. */
-		ret = rl_run(s->loop, RL_RUN_NOWAIT);
-		if (ret == -EBUSY)
-			return -EBUSY;
-		if (!s->closing) {
-			s->closing = true;
-			for (co = s->alive; co; co = co->next)
-				cancel_wait(s, co);
-			/* Put-off starts run now; every call they make fails
-			 * with -ECANCELED. */
-			start_more(s);
-		}
-		while (s->alive) {
-			ret = rl_run(s->loop, RL_RUN_DEFAULT);
-			if (ret <= 0)
-				break; /* idle: only awaits of lost promises */
-		}
-		if (s->alive)
-			return -EBUSY;
+	if (!s->alive) {
+		s->closing = true;
+		return 0;
 	}
-	s->closing = true;
+	/* Inside rl_run() (a callback) we could not wait for the
+	 * coroutines; find out before changing anything. */
+	ret = rl_run(s->loop, RL_RUN_NOWAIT);
+	if (ret == -EBUSY)
+		return -EBUSY;
+	if (!s->closing) {
+		s->closing = true;
+		for (co = s->alive; co; co = co->next)
+			cancel_wait(s, co);
+		/* Put-off starts run now; every call they make fails with
+		 * -ECANCELED. */
+		start_more(s);
+	}
+	while (s->alive) {
+		ret = rl_run(s->loop, RL_RUN_DEFAULT);
+		if (ret <= 0)
+			break; /* idle: only awaits of lost promises */
+	}
+	return s->alive ? -EBUSY : 0;
+}
+
+int rl_coro_ctx_close(rl_coro_ctx *s)
+{
+	if (!s)
+		return -EINVAL;
+	if (rl__coro_current || s->alive)
+		return -EBUSY;
 	rl_loop_off_close(s->loop, &s->close_hook);
-	while ((slab = s->slabs)) {
-		s->slabs = slab->next;
-		free(slab);
-	}
-	if (s->own_pool)
-		rl_coro_pool_close(s->pool);
-	if (s->altstack == 1)
-		rl__coro_altstack_put();
-	free(s);
+	sched_free(s);
 	return 0;
 }
 
@@ -441,16 +481,12 @@ int rl_coro_spawn(rl_coro_ctx *s, rl_coro **out, rl_coro_fn fn, void *arg,
 	co = handle_get(s);
 	if (!co)
 		return -ENOMEM;
-	if (rl__coro_stack_reserve(s->pool, size) < 0) {
-		co->sched = s;
-		handle_put(co);
-		return -ENOMEM;
-	}
 	co->stack_size = size;
 	co->sched = s;
 	co->fn = fn;
 	co->arg = arg;
-	co->id = ++next_id;
+	co->id =
+	    atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed) + 1;
 	co->name = opt ? opt->name : NULL;
 	co->detached = !out;
 	co->state = RL__CORO_NEW;

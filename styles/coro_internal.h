@@ -97,10 +97,9 @@ struct rl__coro_stack {
 	const char *volatile owner_name;
 };
 
-/* A stack of size bytes is promised (0, or -ENOMEM), then taken, which
- * never fails once promised; put gives it back. */
-int rl__coro_stack_reserve(rl_coro_pool *pool, size_t size);
-struct rl__coro_stack *rl__coro_stack_take(rl_coro_pool *pool, size_t size);
+/* A stack of size bytes: the most recently freed one, or a new mapping;
+ * NULL when none can be had. put gives it back. */
+struct rl__coro_stack *rl__coro_stack_get(rl_coro_pool *pool, size_t size);
 void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st);
 
 /* Installs the process-wide SIGSEGV handler once, and an alternate signal
@@ -150,7 +149,7 @@ struct rl_coro {
 	rl_coro *joiner;
 	rl_coro *next, *prev;	/* the scheduler's alive list; free list */
 	rl_coro *start_next;	/* the scheduler's list of starts due */
-	size_t stack_size;	/* promised at spawn, taken at start */
+	size_t stack_size;	/* asked at spawn, taken at start */
 	rl_task task;		/* start, yield and wake-ups */
 	uint64_t id;
 	const char *name;
@@ -178,6 +177,7 @@ struct rl_coro_ctx {
 	rl_close_hook close_hook; /* rl_loop_close() closes us first */
 	bool own_pool;
 	bool closing;
+	bool closed; /* unwound by the loop's close, freed at its end */
 	int altstack;		/* 1: we installed this thread's sigaltstack */
 	size_t stack_size;
 	rl_coro *alive;		/* spawned, not finished */

@@ -43,7 +43,6 @@ struct rl__coro_class {
 	size_t size;
 	struct rl__coro_stack **free;
 	size_t nfree, cap;
-	size_t reserved; /* free stacks promised to spawned coroutines */
 };
 
 struct rl_coro_pool {
@@ -200,16 +199,16 @@ static struct rl__coro_class *class_of(rl_coro_pool *pool, size_t size)
 }
 
 /*
- * Stacks are promised at spawn and handed out at start. Every free stack
- * of a size is as good as another, so a spawn only makes sure that one
- * more is free than promised (mapping one if needed: that is where -ENOMEM
- * comes from), and the start takes the top of the LIFO list, the stack a
- * coroutine gave back last, whose pages are still in the caches and the
- * TLB. Ten thousand coroutines spawned at once whose starts are spread
- * out (see coro.c) then run on a few hundred warm stacks, not on ten
- * thousand cold ones.
+ * A stack is had when its coroutine starts, not when it is spawned: a
+ * spawn costs no mapping, so a program may spawn a million coroutines
+ * (vm.max_map_count allows some 32,000 stacks of two mappings each) as
+ * long as start pacing (coro.c) keeps the number started bounded. The
+ * start takes the top of the LIFO list, the stack a coroutine gave back
+ * last, whose pages are still in the caches and the TLB; only when the
+ * list is empty is a new one mapped. Ten thousand coroutines spawned at
+ * once whose starts are spread out run on a few hundred warm stacks.
  */
-int rl__coro_stack_reserve(rl_coro_pool *pool, size_t size)
+struct rl__coro_stack *rl__coro_stack_get(rl_coro_pool *pool, size_t size)
 {
 	struct rl__coro_class *c = class_of(pool, size);
 	struct rl__coro_stack *st;
@@ -217,17 +216,17 @@ int rl__coro_stack_reserve(rl_coro_pool *pool, size_t size)
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
-			return -ENOMEM;
+			return NULL;
 		c->size = size;
 		c->next = pool->classes;
 		pool->classes = c;
 	}
-	if (c->nfree > c->reserved) {
-		c->reserved++;
+	if (c->nfree) {
 		pool->stats.reuses++;
-		return 0;
+		pool->stats.idle--;
+		return c->free[--c->nfree];
 	}
-	/* Room for every stack of the class on the list: put never has to
+	/* Room for every stack of the pool on the list: put never has to
 	 * allocate. */
 	if (!c->free || c->cap < pool->stats.mapped + 1) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
@@ -237,30 +236,12 @@ int rl__coro_stack_reserve(rl_coro_pool *pool, size_t size)
 			cap *= 2;
 		a = realloc(c->free, cap * sizeof(*a));
 		if (!a)
-			return -ENOMEM;
+			return NULL;
 		c->free = a;
 		c->cap = cap;
 	}
 	st = stack_map(pool, size);
-	if (!st)
-		return -ENOMEM;
-	c->free[c->nfree++] = st;
-	c->reserved++;
-	pool->stats.idle++;
-	return 0;
-}
-
-struct rl__coro_stack *rl__coro_stack_take(rl_coro_pool *pool, size_t size)
-{
-	struct rl__coro_class *c = class_of(pool, size);
-
-	/* c exists and has a free stack: the spawn reserved it. Anything
-	 * else is a scheduler bug, not a condition to recover from. */
-	if (!c || !c->nfree)
-		abort();
-	c->reserved--;
-	pool->stats.idle--;
-	return c->free[--c->nfree];
+	return st;
 }
 
 void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st)
@@ -285,9 +266,6 @@ int rl_coro_pool_close(rl_coro_pool *pool)
 		return -EINVAL;
 	if (pool->stats.mapped != pool->stats.idle)
 		return -EBUSY;
-	for (c = pool->classes; c; c = c->next)
-		if (c->reserved)
-			return -EBUSY;
 	for (c = pool->classes; c; c = cn) {
 		cn = c->next;
 		while (c->nfree)

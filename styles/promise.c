@@ -12,6 +12,8 @@
  * the stack depth stays constant whatever the chain length.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,6 +139,64 @@ void rl__block_put(rl_promise_ctx *ctx, void *block)
 
 /* ---------------------------------------------------------------- context */
 
+/* The promise layer's own codes, for rl_strerror(). */
+static const char *describe(int err)
+{
+	switch (err) {
+	case RL_EAGGREGATE:
+		return "every promise given to any() rejected";
+	default:
+		return NULL;
+	}
+}
+
+static pthread_once_t describe_once = PTHREAD_ONCE_INIT;
+
+static void describe_register(void)
+{
+	rl_strerror_register(describe);
+}
+
+static void ctx_free(rl_promise_ctx *ctx)
+{
+	struct block_hdr *b, *next;
+
+	record_pool_free(&ctx->promises);
+	record_pool_free(&ctx->inputs);
+	record_pool_free(&ctx->ops);
+	for (b = ctx->all_blocks; b; b = next) {
+		next = b->all;
+		free(b);
+	}
+	free(ctx);
+}
+
+/*
+ * rl_loop_close() of our loop: requests and timers of the context are
+ * cancelled, so their promises reject with -ECANCELED, and the reactions
+ * behind them run now, while the loop still works. From then on the
+ * context starts nothing (its request promises reject at once), and its
+ * memory goes at the last call of the hook, when no other layer's
+ * callback (a coroutine awaiting one of our promises) can reach it.
+ */
+static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
+{
+	rl_promise_ctx *ctx = (rl_promise_ctx *)((char *)hook -
+						 offsetof(rl_promise_ctx,
+							  close_hook));
+
+	if (ctx->closed) {
+		ctx_free(ctx);
+		return 0;
+	}
+	ctx->closed = true;
+	rl__ops_cancel_all(ctx);
+	while (ctx->inflight || ctx->queued)
+		if (rl_run(loop, RL_RUN_ONCE) < 0)
+			break;
+	return RL_CLOSE_AGAIN;
+}
+
 int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out)
 {
 	rl_promise_ctx *ctx;
@@ -146,30 +206,24 @@ int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
+	pthread_once(&describe_once, describe_register);
 	ctx->loop = loop;
 	record_pool_init(&ctx->promises, sizeof(struct rl_promise));
 	record_pool_init(&ctx->inputs, sizeof(struct rl__input));
 	record_pool_init(&ctx->ops, rl__op_size());
+	rl_loop_on_close(loop, &ctx->close_hook, close_with_loop);
 	*out = ctx;
 	return 0;
 }
 
 int rl_promise_ctx_close(rl_promise_ctx *ctx)
 {
-	struct block_hdr *b, *next;
-
 	if (!ctx)
 		return -EINVAL;
-	if (ctx->queued || ctx->inflight)
+	if (ctx->queued || ctx->inflight || ctx->dispatching)
 		return -EBUSY;
-	record_pool_free(&ctx->promises);
-	record_pool_free(&ctx->inputs);
-	record_pool_free(&ctx->ops);
-	for (b = ctx->all_blocks; b; b = next) {
-		next = b->all;
-		free(b);
-	}
-	free(ctx);
+	rl_loop_off_close(ctx->loop, &ctx->close_hook);
+	ctx_free(ctx);
 	return 0;
 }
 
@@ -417,15 +471,29 @@ static void run_thunk(rl_promise *t, rl_promise *q)
 	rl_promise_unref(orig);
 }
 
+static void run_waiter_kind(struct rl__waiter *w);
+
+/* A waiter runs as a microtask. While it runs (a reaction of the
+ * program's, a subscriber), the context refuses to close: the records in
+ * use would go with it. */
 static void run_waiter(rl_task *task)
 {
 	struct rl__waiter *w = RL__CONTAINER_OF(task, struct rl__waiter, task);
+	rl_promise_ctx *ctx = w->src->ctx;
+
+	ctx->queued--;
+	ctx->dispatching++;
+	run_waiter_kind(w);
+	ctx->dispatching--;
+}
+
+static void run_waiter_kind(struct rl__waiter *w)
+{
 	rl_promise *src = w->src, *p = NULL;
 	struct rl__input *in;
 	rl_settle_fn fn;
 	void *arg;
 
-	src->ctx->queued--;
 	switch (w->kind) {
 	case RL__W_THEN:
 		p = RL__CONTAINER_OF(w, rl_promise, w);

@@ -20,6 +20,8 @@ struct rl__op {
 		rl_timer timer;
 	} u;
 	rl_promise *p;
+	struct rl__op *prev, *next; /* the context's ops in flight */
+	bool timer;
 };
 
 size_t rl__op_size(void)
@@ -46,7 +48,52 @@ static struct rl__op *op_new(rl_promise_ctx *ctx, bool timer)
 		rl_timer_init(&op->u.timer);
 	else
 		rl_req_init(&op->u.req);
+	op->timer = timer;
 	return op;
+}
+
+static void op_link(rl_promise_ctx *ctx, struct rl__op *op)
+{
+	op->prev = NULL;
+	op->next = ctx->in_flight;
+	if (ctx->in_flight)
+		ctx->in_flight->prev = op;
+	ctx->in_flight = op;
+}
+
+static void op_unlink(rl_promise_ctx *ctx, struct rl__op *op)
+{
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		ctx->in_flight = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+}
+
+void rl__ops_cancel_all(rl_promise_ctx *ctx)
+{
+	for (struct rl__op *op = ctx->in_flight; op; op = op->next) {
+		if (op->timer)
+			rl_timer_cancel(ctx->loop, &op->u.timer);
+		else
+			rl_cancel(ctx->loop, &op->u.req);
+	}
+}
+
+/* A context the loop has closed starts nothing: a promise rejected with
+ * -ECANCELED, as the loop would answer a little later. */
+static struct rl__op *op_start(rl_promise_ctx *ctx, bool timer,
+			       rl_promise **refused)
+{
+	*refused = NULL;
+	if (!ctx)
+		return NULL;
+	if (ctx->closed) {
+		*refused = rl_promise_rejected(ctx, -ECANCELED);
+		return NULL;
+	}
+	return op_new(ctx, timer);
 }
 
 static void op_done(struct rl__op *op, int err, struct rl_value value)
@@ -54,6 +101,7 @@ static void op_done(struct rl__op *op, int err, struct rl_value value)
 	rl_promise *p = op->p;
 	rl_promise_ctx *ctx = p->ctx;
 
+	op_unlink(ctx, op);
 	rl__settle(p, err, value, NULL);
 	rl__record_put(&ctx->ops, op);
 	rl_promise_unref(p);
@@ -71,6 +119,7 @@ static rl_promise *op_submitted(struct rl__op *op, int ret)
 		return p;
 	}
 	p->ctx->inflight++;
+	op_link(p->ctx, op);
 	return p;
 }
 
@@ -118,10 +167,11 @@ static void grow_cb(rl_req *req)
 rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 				 void *buf, size_t len)
 {
-	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+	rl_promise *refused;
+	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op, rl_fs_read_file(ctx->loop, &op->u.req, path, buf,
 					     len, 0, req_cb));
 }
@@ -142,10 +192,11 @@ rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx,
 rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 			    unsigned mode)
 {
-	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+	rl_promise *refused;
+	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op, rl_fs_open(ctx->loop, &op->u.req, path, flags,
 					mode, req_cb));
 }
@@ -153,30 +204,33 @@ rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
 			    size_t len, int64_t offset)
 {
-	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+	rl_promise *refused;
+	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op, rl_fs_read(ctx->loop, &op->u.req, fd, buf, len,
 					offset, req_cb));
 }
 
 rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd)
 {
-	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+	rl_promise *refused;
+	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op, rl_fs_close(ctx->loop, &op->u.req, fd, req_cb));
 }
 
 rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 			    struct statx *stx)
 {
-	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+	rl_promise *refused;
+	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op, rl_fs_stat(ctx->loop, &op->u.req, path, stx,
 					req_cb));
 }
@@ -296,10 +350,11 @@ static void timer_cb(rl_timer *timer, int status)
 
 rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms)
 {
-	struct rl__op *op = ctx ? op_new(ctx, true) : NULL;
+	rl_promise *refused;
+	struct rl__op *op = op_start(ctx, true, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op, rl_timer_start(ctx->loop, &op->u.timer, ms, 0,
 					       timer_cb));
 }

@@ -110,8 +110,14 @@ struct rl__record_pool {
 #define RL__BLOCK_MIN 6
 #define RL__BLOCK_CLASSES 48
 
+struct rl__op;
+
 struct rl_promise_ctx {
 	rl_loop *loop;
+	rl_close_hook close_hook; /* rl_loop_close() closes us */
+	struct rl__op *in_flight; /* requests and timers in flight */
+	unsigned dispatching;	  /* reactions of ours running now */
+	bool closed;		  /* closed by the loop, freed at its end */
 	struct rl__record_pool promises;
 	struct rl__record_pool inputs;
 	struct rl__record_pool ops;
@@ -142,6 +148,8 @@ rl_promise *rl__value_owner(rl_promise *p);
 void rl__wait(rl_promise *src, struct rl__waiter *w, uint8_t kind);
 /* The size of a request record (promise_fs.c). */
 size_t rl__op_size(void);
+/* Cancels every request and timer in flight (promise_fs.c). */
+void rl__ops_cancel_all(rl_promise_ctx *ctx);
 /* Runs a combinator's input record (promise_combinators.c). */
 void rl__input_run(struct rl__input *in);
 /* Frees a combinator's block, dropping the references it holds. */

@@ -6,10 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/userfaultfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -253,4 +256,55 @@ void tmount_readonly(const char *path)
 	cr_assert_eq(mount(NULL, path, NULL,
 			   MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
 		     0, "remount %s read-only: %s", path, strerror(errno));
+}
+
+bool tstall_open(struct tstall *st, size_t len)
+{
+	struct uffdio_api api = {.api = UFFD_API};
+	struct uffdio_register reg;
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (getenv("RL_VALGRIND"))
+		return false;
+	st->len = (len + ps - 1) & ~(ps - 1);
+	st->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (st->uffd < 0)
+		return false;
+	if (ioctl(st->uffd, UFFDIO_API, &api) < 0) {
+		close(st->uffd);
+		return false;
+	}
+	st->mem = mmap(NULL, st->len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(st->mem, MAP_FAILED);
+	memset(&reg, 0, sizeof(reg));
+	reg.range.start = (uintptr_t)st->mem;
+	reg.range.len = st->len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(st->uffd, UFFDIO_REGISTER, &reg) < 0) {
+		munmap(st->mem, st->len);
+		close(st->uffd);
+		return false;
+	}
+	return true;
+}
+
+/* Fills the range with zero pages, which wakes every thread waiting on
+ * it; the ones that touch it later do not wait. */
+void tstall_release(struct tstall *st)
+{
+	struct uffdio_zeropage zp;
+
+	memset(&zp, 0, sizeof(zp));
+	zp.range.start = (uintptr_t)st->mem;
+	zp.range.len = st->len;
+	if (ioctl(st->uffd, UFFDIO_ZEROPAGE, &zp) < 0)
+		cr_assert_eq(errno, EEXIST, "UFFDIO_ZEROPAGE: %s",
+			     strerror(errno));
+}
+
+void tstall_close(struct tstall *st)
+{
+	munmap(st->mem, st->len);
+	close(st->uffd);
 }

@@ -95,4 +95,23 @@ const char *tmount_tmpfs(const char *name, size_t size);
 void tmount_readonly(const char *mnt);
 void tumount(void);
 
+/*
+ * A job that blocks a thread pool worker for as long as the test wants,
+ * on a regular file, with a real kernel mechanism: memory whose first
+ * touch, by the kernel too, waits in userfaultfd until tstall_release().
+ * A stat whose struct statx is there (stat always goes to a worker on
+ * epoll) blocks its worker inside statx(); the pool's signal interrupts
+ * it. tstall_open() is false where userfaultfd is not there (Valgrind
+ * 3.19 does not know it, or no privilege): skip then. Its fd counts in
+ * tclose()'s check: open it before tloop(), close it after tclose().
+ */
+struct tstall {
+	int uffd;
+	void *mem;
+	size_t len;
+};
+bool tstall_open(struct tstall *st, size_t len);
+void tstall_release(struct tstall *st);
+void tstall_close(struct tstall *st);
+
 #endif

@@ -14,13 +14,13 @@ static inline rl_promise_ctx *topen(rl_loop *loop)
 	return ctx;
 }
 
-/* Closes the loop, then checks no promise is left and closes the context. */
+/* Checks no promise is left, then closes the context and the loop. */
 static inline void tend(rl_loop *loop, rl_promise_ctx *ctx)
 {
-	tclose(loop);
 	cr_assert_eq(rl_promise_ctx_live(ctx), 0, "%zu promises leaked",
 		     rl_promise_ctx_live(ctx));
 	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
+	tclose(loop);
 }
 
 static inline struct rl_value V(int64_t i)

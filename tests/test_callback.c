@@ -45,8 +45,8 @@ BACKEND_TEST(callback, read_file_ok_and_missing)
 	cr_assert_eq(missing.calls, 1);
 	cr_assert_eq(missing.err, -ENOENT);
 	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 0);
-	tclose(loop);
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
 }
 
 BACKEND_TEST(callback, sync_errors_never_call_back)
@@ -62,8 +62,8 @@ BACKEND_TEST(callback, sync_errors_never_call_back)
 	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 0);
 	trun(loop);
 	cr_assert_eq(g.calls, 0);
-	tclose(loop);
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
 }
 
 /* The pool stops growing once it holds as many requests as were ever in
@@ -100,9 +100,10 @@ BACKEND_TEST(callback, pool_reuses_requests)
 	cr_assert_eq(rl_cb_fs_read_file(cbs, chain_path, chain_done, NULL), 0);
 	trun(loop);
 	cr_assert_eq(chain_left, 0);
-	cr_assert_eq(rl_cb_ctx_pooled(cbs), pooled, "pool grew in steady state");
-	tclose(loop);
+	cr_assert_eq(rl_cb_ctx_pooled(cbs), pooled,
+		     "pool grew in steady state");
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
 }
 
 BACKEND_TEST(callback, close_loop_with_reads_in_flight)
@@ -116,14 +117,12 @@ BACKEND_TEST(callback, close_loop_with_reads_in_flight)
 	for (int i = 0; i < 50; i++)
 		cr_assert_eq(rl_cb_fs_read_file(cbs, path, done, &g[i]), 0);
 	cr_assert_eq(rl_cb_ctx_close(cbs), -EBUSY);
-	tclose(loop);
+	tclose(loop); /* closes the context too */
 	for (int i = 0; i < 50; i++) {
 		cr_assert_eq(g[i].calls, 1);
 		cr_assert(g[i].err == -ECANCELED ||
 			  (g[i].err == 0 && g[i].len == 100));
 	}
-	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 0);
-	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 }
 
 /* A burst grows the pool; trim gives the memory back but never an entry
@@ -151,6 +150,64 @@ BACKEND_TEST(callback, pool_grows_under_load_and_trims_back)
 	trun(loop);
 	cr_assert_eq(one.calls, 1);
 	cr_assert_eq(one.len, 12);
-	tclose(loop);
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
+
+/*
+ * Closing the context from inside its own callback: the callback's entry
+ * goes back to the pool after the callback returns, so the close must
+ * refuse (-EBUSY) rather than free the pool under it. The loop's close
+ * then closes the context (no rl_cb_ctx_close() after it: the handle is
+ * gone with the loop).
+ */
+struct self_close {
+	rl_cb_ctx *cbs;
+	int calls;
+	int close_ret;
+};
+
+static void close_inside(int err, const void *data, size_t len, void *arg)
+{
+	struct self_close *sc = arg;
+
+	(void)data;
+	(void)len;
+	cr_assert_eq(err, 0);
+	sc->calls++;
+	sc->close_ret = rl_cb_ctx_close(sc->cbs);
+}
+
+BACKEND_TEST(callback, close_from_own_callback_is_ebusy)
+{
+	const char *path = tfile("selfclose", 12);
+	struct self_close sc = {0};
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &sc.cbs), 0);
+	cr_assert_eq(rl_cb_fs_read_file(sc.cbs, path, close_inside, &sc), 0);
+	trun(loop);
+	cr_assert_eq(sc.calls, 1);
+	cr_assert_eq(sc.close_ret, -EBUSY);
+	tclose(loop); /* closes the context too; ASan checks nothing leaks */
+}
+
+/* Reads in flight and no rl_cb_ctx_close() at all: the loop's close
+ * cancels them, runs their callbacks and frees the context. */
+BACKEND_TEST(callback, loop_close_closes_the_context)
+{
+	const char *path = tfile("ctxclose", 100);
+	struct got g[20] = {0};
+	rl_cb_ctx *cbs;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(rl_cb_fs_read_file(cbs, path, done, &g[i]), 0);
+	tclose(loop);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_eq(g[i].calls, 1);
+		cr_assert(g[i].err == -ECANCELED ||
+			  (g[i].err == 0 && g[i].len == 100));
+	}
 }

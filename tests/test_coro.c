@@ -357,9 +357,9 @@ BACKEND_TEST(coro, await_fulfilled_and_rejected)
 	cr_assert_eq(a.v_pending.i, 99);
 	rl_promise_unref(t.data);
 	tsched_close(s);
-	tclose(loop);
 	cr_assert_eq(rl_promise_ctx_live(a.ctx), 0);
 	cr_assert_eq(rl_promise_ctx_close(a.ctx), 0);
+	tclose(loop);
 }
 
 static int64_t await_forever(void *arg)
@@ -385,10 +385,11 @@ BACKEND_TEST(coro, close_withdraws_an_await)
 	trun(loop);
 	cr_assert_not(rl_coro_done(co));
 	cr_assert_eq(rl_promise_ctx_live(ctx), 1, "the await keeps p alive");
-	cr_assert_eq(rl_coro_ctx_close(s), 0);
-	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
+	cr_assert_eq(rl_coro_ctx_close(s), -EBUSY, "a coroutine is alive");
+	/* The loop's close closes the promise context (opened last) first,
+	 * then the scheduler, whose withdrawal of the await needs p: the
+	 * context's memory stays until the close's very end. */
 	tclose(loop);
-	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
 }
 
 /* A promise that settled before the close still delivers its outcome:
@@ -415,11 +416,8 @@ BACKEND_TEST(coro, close_after_settle_delivers_the_value)
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* it awaits */
 	cr_assert_eq(rl_promise_resolve(p, (struct rl_value){ 7, NULL }), 0);
 	rl_promise_unref(p);
-	cr_assert_eq(rl_coro_ctx_close(s), 0);
+	tclose(loop); /* closes both contexts */
 	cr_assert_eq(settled_value.i, 7);
-	tclose(loop);
-	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
-	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
 }
 
 /* ------------------------------------------------------ many at once, RSS */
@@ -707,7 +705,8 @@ BACKEND_TEST(coro, closing_cancels_and_unwinds)
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	/* One that never got to start. */
 	cr_assert_eq(rl_coro_spawn(s, &late, quick, &calls, NULL), 0);
-	cr_assert_eq(rl_coro_ctx_close(s), 0);
+	cr_assert_eq(rl_coro_ctx_close(s), -EBUSY, "coroutines are alive");
+	tclose(loop); /* the scheduler closes with the loop */
 	cr_assert_eq(c.sleep_res, -ECANCELED);
 	cr_assert_eq(c.late_res, -ECANCELED);
 	cr_assert_eq(c.join_res, -ECANCELED);
@@ -721,7 +720,6 @@ BACKEND_TEST(coro, closing_cancels_and_unwinds)
 	cr_assert_eq(unused_ran, 0);
 	cr_assert_eq(c.finished, 4);
 	cr_assert_eq(calls, 1); /* started, and saw the scheduler closing */
-	tclose(loop);
 }
 
 /* rl_loop_close() alone closes the scheduler first (its close hook): every
@@ -797,8 +795,6 @@ BACKEND_TEST(coro, loop_close_closes_the_scheduler)
 	cr_assert_eq(b.sleep_res, -ECANCELED);
 	cr_assert_eq(b.await_res, -ECANCELED);
 	cr_assert_eq(b.late_res, -ECANCELED);
-	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
-	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
 	close(fds[0]);
 	close(fds[1]);
 }
@@ -831,5 +827,87 @@ BACKEND_TEST(coro, close_inside_the_loop_is_ebusy)
 	trun(loop);
 	cr_assert_eq(busy_res, -EBUSY);
 	tsched_close(busy_sched);
+	tclose(loop);
+}
+
+/* ------------------------------------------------------ ids, threads */
+
+/* Coroutine ids are unique in the process, also when loops on several
+ * threads spawn at the same time. */
+#define ID_SPAWNS 10000
+
+struct id_run {
+	uint64_t ids[ID_SPAWNS];
+	int err;
+};
+
+static int64_t nothing(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static void *spawn_ids(void *arg)
+{
+	struct id_run *r = arg;
+	rl_loop *loop;
+	rl_coro_ctx *s;
+	rl_coro *co;
+
+	r->err = rl_loop_open(&loop, NULL);
+	if (r->err)
+		return NULL;
+	r->err = rl_coro_ctx_open(loop, &s, NULL);
+	for (int i = 0; i < ID_SPAWNS && !r->err; i++) {
+		r->err = rl_coro_spawn(s, &co, nothing, NULL, NULL);
+		if (!r->err) {
+			r->ids[i] = rl_coro_id(co);
+			rl_coro_detach(co);
+		}
+	}
+	rl_run(loop, RL_RUN_DEFAULT);
+	rl_loop_close(loop);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+Test(coro, ids_are_unique_across_threads)
+{
+	static struct id_run runs[2];
+	static uint64_t all[2 * ID_SPAWNS];
+	pthread_t th[2];
+
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, spawn_ids, &runs[i]),
+			     0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(runs[i].err, 0, "%s", rl_strerror(runs[i].err));
+		memcpy(all + i * ID_SPAWNS, runs[i].ids, sizeof(runs[i].ids));
+	}
+	qsort(all, 2 * ID_SPAWNS, sizeof(all[0]), cmp_u64);
+	for (int i = 1; i < 2 * ID_SPAWNS; i++)
+		cr_assert_neq(all[i], all[i - 1], "id %llu given twice",
+			      (unsigned long long)all[i]);
+}
+
+/* An explicit close with coroutines alive refuses (-EBUSY) and frees
+ * nothing; the loop's close then cancels and unwinds them. */
+BACKEND_TEST(coro, explicit_close_with_coroutines_alive_is_ebusy)
+{
+	rl_loop *loop = tloop(tp);
+	rl_coro_ctx *s = tsched(loop);
+	rl_coro *co;
+
+	cr_assert_eq(rl_coro_spawn(s, &co, sleepy, NULL, NULL), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_coro_ctx_close(s), -EBUSY);
+	cr_assert_not(rl_coro_done(co));
 	tclose(loop);
 }

@@ -31,9 +31,16 @@
  *                            one), on failure too, and the caller frees
  *                            it. Its capacity is at least len.
  *
- * Ownership: rl_cb_ctx_open() makes the pool of requests for one loop.
- * Close the loop first (what is in flight then completes with -ECANCELED,
- * or its real result), then rl_cb_ctx_close().
+ * Ownership: rl_cb_ctx_open() makes the pool of requests for one loop,
+ * and the loop closes it: rl_loop_close() cancels the context's requests
+ * in flight, runs their callbacks (with -ECANCELED, or the real result of
+ * one that finished first) and frees the context; the handle is invalid
+ * after it. From the start of that close, the context's operations
+ * refuse with -ECANCELED. rl_cb_ctx_close() before that frees the context
+ * at once when none of its requests is in flight, and refuses (-EBUSY,
+ * nothing freed) while one is, or when called from one of its own
+ * callbacks. The pooled read_file keeps at most 1 MiB of buffer per idle
+ * request: a bigger one is freed when its request comes back.
  */
 #ifndef RINGLOOP_CALLBACK_H
 #define RINGLOOP_CALLBACK_H
@@ -62,7 +69,8 @@ typedef void (*rl_cb_fn)(int err, int64_t value, void *arg);
 /* Returns 0 and sets *out, or -ENOMEM. */
 int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out);
 
-/* Frees the pool. -EBUSY (and nothing freed) while requests are in flight. */
+/* Frees the pool: 0, or -EBUSY (and nothing freed) while requests are in
+ * flight or from inside one of the context's callbacks. */
 int rl_cb_ctx_close(rl_cb_ctx *cbs);
 
 /* ------------------------------------------------------------ read_file */
@@ -125,9 +133,12 @@ int rl_cb_fs_rename(rl_cb_ctx *cbs, const char *from, const char *to,
  * load by itself and shrinks only when asked, off the hot path. */
 size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep);
 
-/* Requests in flight, and requests the pool holds (for tests). */
+/* Requests in flight, requests the pool holds, and the bytes of buffer
+ * its idle requests keep for the pooled read_file (at most 1 MiB each)
+ * (for tests). */
 size_t rl_cb_ctx_in_flight(const rl_cb_ctx *cbs);
 size_t rl_cb_ctx_pooled(const rl_cb_ctx *cbs);
+size_t rl_cb_ctx_buffered(const rl_cb_ctx *cbs);
 
 #pragma GCC visibility pop
 

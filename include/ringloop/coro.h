@@ -29,10 +29,9 @@
  * coroutine returns -EPERM and does nothing.
  *
  * OWNERSHIP AND CLOSING. The coroutines of a loop belong to a scheduler
- * object the program opens with rl_coro_ctx_open(). It closes with
- * rl_coro_ctx_close(), or with the loop: the scheduler puts a close hook
- * on the loop, so rl_loop_close() closes it first, while the loop still
- * runs. Closing the scheduler:
+ * object the program opens with rl_coro_ctx_open(), and the loop closes
+ * it: the scheduler puts a close hook on the loop, so rl_loop_close()
+ * closes it first, while the loop still runs. Closing the scheduler:
  *
  *   - makes every suspending call made from then on fail at once with
  *     -ECANCELED (and rl_coro_spawn too);
@@ -43,13 +42,18 @@
  *     layer's unsubscribe) and gets -ECANCELED, unless the promise has
  *     settled already and its outcome is on its way; one spawned but not
  *     started yet starts and sees every call fail;
- *   - runs the loop until every coroutine has returned, then frees every
- *     stack (back to the pool), every handle (joined or not) and itself.
+ *   - runs the loop until every coroutine has returned; the scheduler,
+ *     its stacks and every handle (joined or not) are freed at the end of
+ *     rl_loop_close(), and are invalid after it.
  *
  * A coroutine that keeps waiting after -ECANCELED cannot: every call
  * fails at once while closing. Should the loop nevertheless go idle with a
- * coroutine suspended, rl_coro_ctx_close() returns -EBUSY, frees nothing
- * and may be called again (rl_loop_close() then returns -EBUSY too).
+ * coroutine suspended, rl_loop_close() returns -EBUSY, frees nothing and
+ * may be called again.
+ *
+ * rl_coro_ctx_close() before that frees the scheduler at once when no
+ * coroutine is alive (spawned and not returned), and refuses (-EBUSY,
+ * nothing freed) while one is, or from inside a coroutine.
  *
  * HANDLES. rl_coro_spawn() gives a handle (unless out is NULL: detached).
  * The handle stays valid until rl_coro_join() has returned the coroutine's
@@ -59,7 +63,11 @@
  *
  * STACKS. Each stack is mmap'ed with a PROT_NONE guard page below it and
  * recycled through a pool, so a steady state of spawning makes no system
- * call. Untouched stack pages cost no memory: a coroutine that stays
+ * call. A coroutine gets its stack when it starts, not when it is
+ * spawned: spawning costs no mapping, and a million coroutines spawned at
+ * once run on a few hundred stacks (see start_window). One that cannot
+ * get a stack when it starts never runs: it ends with -ENOMEM as its
+ * value. Untouched stack pages cost no memory: a coroutine that stays
  * shallow uses about one page. Overflowing into the guard page ends the
  * process with SIGSEGV after a message on stderr naming the coroutine
  * (a handler on an alternate signal stack tells it apart from other
@@ -153,10 +161,10 @@ int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
 		       const struct rl_coro_ctx_options *opt);
 
 /*
- * Cancels, unwinds and frees every coroutine (see the top of this file),
- * then the scheduler. Call it from outside the loop (not from a callback
- * or a coroutine: -EBUSY), or let rl_loop_close() call it. Returns 0, or
- * -EBUSY (nothing freed) when a coroutine stays suspended regardless.
+ * Frees the scheduler, its stacks and its handles, when no coroutine is
+ * alive: 0, or -EBUSY (nothing freed) while one is, or from inside a
+ * coroutine. rl_loop_close() closes a scheduler with coroutines alive
+ * (see the top of this file).
  */
 int rl_coro_ctx_close(rl_coro_ctx *sched);
 
@@ -187,10 +195,11 @@ struct rl_coro_options {
  * coroutines wait for requests (see start_window) a start waits for one
  * of those to complete: ten thousand coroutines that each touched their
  * stack and then waited for their data do not fit in the caches, and the
- * reads flow as fast through a narrower window. Its stack is promised at
- * spawn and taken at start, the most recently freed first.
+ * reads flow as fast through a narrower window. Its stack is taken at
+ * start, the most recently freed first (see STACKS above).
  * With out NULL the coroutine is detached. opt may be NULL. Returns 0, or
- * -EINVAL, -ENOMEM, -ECANCELED (scheduler closing).
+ * -EINVAL, -ENOMEM (no memory for its handle), -ECANCELED (scheduler
+ * closing).
  */
 int rl_coro_spawn(rl_coro_ctx *sched, rl_coro **out, rl_coro_fn fn,
 		  void *arg, const struct rl_coro_options *opt);

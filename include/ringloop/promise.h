@@ -14,13 +14,17 @@
  * THE CONTEXT. Promises and reaction records come from pools owned by a
  * struct rl_promise_ctx, one per loop, opened with rl_promise_ctx_open().
  * The pools grow in chunks and recycle records, so steady state does not
- * call malloc. rl_promise_ctx_close() frees the pools; call it after
- * rl_loop_close() (which runs every pending request's callback with
- * -ECANCELED, so those promises reject with -ECANCELED and their reactions
- * run during the close), or earlier when no request, timer or microtask of
- * the context is in flight - otherwise it returns -EBUSY and frees nothing.
- * Every promise handle becomes invalid once the context is closed.
- * rl_promise_ctx_live() counts live promises: 0 when everything was freed.
+ * call malloc. The loop closes the context: rl_loop_close() cancels its
+ * requests and timers (their promises reject with -ECANCELED), runs the
+ * reactions that follow while the loop still works, and frees the
+ * context at its very end; the context and every promise handle are
+ * invalid after it. From the start of that close, request promises of
+ * the context reject with -ECANCELED at once. rl_promise_ctx_close()
+ * before that frees the context when no request, timer or microtask of
+ * it is in flight, and refuses (-EBUSY, nothing freed) while one is, or
+ * when called from one of its own reactions. Every promise handle becomes
+ * invalid once the context is freed. rl_promise_ctx_live() counts live
+ * promises: 0 when everything was freed.
  *
  * OWNERSHIP: REFERENCES MOVE. Every function that returns a promise gives
  * the caller one reference to it. Every function that takes a promise
@@ -99,7 +103,9 @@ extern "C" {
 typedef struct rl_promise rl_promise;
 typedef struct rl_promise_ctx rl_promise_ctx;
 
-/* any() rejected because every input rejected (see rl_any). */
+/* any() rejected because every input rejected (see rl_any). The promise
+ * layer registers its description with rl_strerror_register() when a
+ * context opens. */
 #define RL_EAGGREGATE (-100000)
 /* Program-defined error codes should be <= RL_EUSER, away from -errno. */
 #define RL_EUSER (-200000)
@@ -128,7 +134,8 @@ enum rl_promise_state {
 int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out);
 
 /* Frees the context and its pools (see above): 0, or -EBUSY while a
- * request, timer or microtask of the context is still in flight. */
+ * request, timer or microtask of the context is still in flight, or from
+ * inside one of its reactions. */
 int rl_promise_ctx_close(rl_promise_ctx *ctx);
 
 /* Promises alive now (a debug count; 0 when nothing leaked). */

@@ -13,8 +13,11 @@
  *   - A submitting call that fails returns -errno, and the callback never
  *     runs. errno is never used as a channel.
  *   - rl_cancel() on a request in flight makes its callback run with
- *     -ECANCELED; rl_loop_close() cancels everything still in flight and
- *     runs every pending callback before it frees the loop.
+ *     -ECANCELED, unless the request did its work before the cancel could
+ *     stop it and undoing it is impossible (a read that took bytes from a
+ *     stream, a close: see rl_fs_read() and rl_fs_close());
+ *     rl_loop_close() cancels everything still in flight and runs every
+ *     pending callback before it frees the loop.
  *   - Stream requests (rl_net_accept(), rl_net_recv_stream()) are the one
  *     exception to "exactly once": one submission, then one callback per
  *     item with rl_req_more(req) true, then exactly one final callback
@@ -79,10 +82,18 @@ enum rl_flags {
 				      * (see iowq_max for their number) */
 };
 
+/* The default of rl_options.read_file_max: 1 GiB. */
+#define RL_READ_FILE_MAX_DEFAULT ((size_t)1 << 30)
+
 struct rl_options {
 	int backend;		/* enum rl_backend_kind */
 	unsigned flags;		/* enum rl_flags */
-	unsigned entries;	/* io_uring SQ entries; 0 = 256 */
+	/* io_uring SQ entries; 0 = 256. At least 4 (a linked read_file
+	 * takes 4 SQEs at once): smaller fails with -EINVAL. Sizes above
+	 * the kernel's maximum (32768) are clamped, and so is the CQ. When
+	 * the kernel cannot allocate the default ring (ENOMEM), smaller
+	 * ones are tried, down to 16 entries. */
+	unsigned entries;
 	unsigned cq_entries;	/* io_uring CQ entries; 0 = 16 * entries */
 	unsigned direct_slots;	/* direct descriptor table; 0 = 1024 */
 	unsigned iowq_max;	/* io-wq worker cap (bounded and unbounded);
@@ -93,6 +104,26 @@ struct rl_options {
 				 * receives (a power of two, at most 32768);
 				 * 0 = 256 */
 	unsigned net_buf_size;	/* size of each of them; 0 = 4096 */
+	/* The largest buffer a read_file with RL_READ_FILE_GROW may grow
+	 * to; a file that does not fit fails with -EFBIG. 0 =
+	 * RL_READ_FILE_MAX_DEFAULT (1 GiB). The buffer grows with what was
+	 * read (doubling), never ahead of it on the word of a size the
+	 * file system reports, so an endless file (/dev/zero) costs at
+	 * most this much memory before -EFBIG. */
+	size_t read_file_max;
+	/*
+	 * epoll: the signal that interrupts a pool worker blocked in a
+	 * system call when its request is cancelled or the loop closes (a
+	 * FIFO's open waiting for a peer, a read of a device that cannot be
+	 * polled). 0 = SIGRTMIN + 6; -1 = none; else that signal number.
+	 * The loop installs a handler that does nothing (without
+	 * SA_RESTART) only when the program left the signal at SIG_DFL, and
+	 * unblocks it only in its workers. With none (or a signal the
+	 * program handles itself), a worker blocked for good cannot be
+	 * interrupted: cancelling its request, or closing the loop, waits
+	 * until the system call ends by itself.
+	 */
+	int pool_signal;
 };
 
 /* Fills *opt with the defaults (every field 0 means "default"). */
@@ -120,9 +151,11 @@ void rl_options_init(struct rl_options *opt);
  * Creates a loop. opt may be NULL for the defaults. With RL_BACKEND_AUTO the
  * environment variable RINGLOOP_BACKEND=uring|epoll|auto picks the backend;
  * AUTO falls back to epoll when io_uring_setup is missing or refused
- * (ENOSYS, EPERM, EACCES). Asking for uring where it is refused fails with
- * that error; an unsupported knob fails with -EINVAL (see rl_strerror).
- * Returns 0 and sets *out, or -errno.
+ * (ENOSYS, EPERM, EACCES) or cannot get memory for a ring (ENOMEM, e.g.
+ * under a low RLIMIT_MEMLOCK on kernels before 5.12, which charge rings
+ * to it), and rl_loop_backend_reason() says why. Asking for uring where
+ * it is refused fails with that error; an unsupported knob or combination
+ * of knobs fails with -EINVAL. Returns 0 and sets *out, or -errno.
  */
 int rl_loop_open(rl_loop **out, const struct rl_options *opt);
 
@@ -136,13 +169,25 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt);
 int rl_loop_close(rl_loop *loop);
 
 /*
- * Close hooks: how a layer built on the loop (the coroutine scheduler)
- * shuts down with it. rl_loop_close() takes each hook off the loop, newest
+ * Close hooks: how a layer built on the loop (the style contexts) shuts
+ * down with it. rl_loop_close() takes each hook off the loop, newest
  * first, and calls fn while the loop still works normally (fn may submit,
- * cancel and call rl_run()). fn returns 0, or -EBUSY when it cannot let go
- * yet: the hook goes back on the loop and rl_loop_close() returns -EBUSY.
+ * cancel and call rl_run()). fn returns:
+ *
+ *   0               done: the hook is off the loop for good;
+ *   RL_CLOSE_AGAIN  closed, but call fn once more at the very end of
+ *                   rl_loop_close(), after every request's callback and
+ *                   every other hook has run, just before the loop is
+ *                   freed (fn must not submit anything then). A layer
+ *                   frees its memory there, which the callbacks of other
+ *                   layers may still touch until then;
+ *   -EBUSY          it cannot let go yet: the hook goes back on the loop
+ *                   and rl_loop_close() returns -EBUSY.
+ *
  * The caller owns the struct, as with requests.
  */
+#define RL_CLOSE_AGAIN 1
+
 typedef struct rl_close_hook rl_close_hook;
 struct rl_close_hook {
 	int (*fn)(rl_close_hook *hook, rl_loop *loop);
@@ -151,13 +196,15 @@ struct rl_close_hook {
 
 void rl_loop_on_close(rl_loop *loop, rl_close_hook *hook,
 		      int (*fn)(rl_close_hook *hook, rl_loop *loop));
-/* Takes a hook off before the loop closes; a no-op for one not on it. */
+/* Takes a hook off before the loop closes (also one waiting for its last
+ * call); a no-op for one not on it. */
 void rl_loop_off_close(rl_loop *loop, rl_close_hook *hook);
 
 /* "uring" or "epoll": the backend the loop runs on. */
 const char *rl_loop_backend(const rl_loop *loop);
 
-/* Why the loop chose its backend, e.g. "io_uring_setup: EPERM". */
+/* Why the loop chose its backend, e.g. "io_uring_setup: EPERM", or
+ * "io_uring_setup: ENOMEM (RLIMIT_MEMLOCK 64 KiB)". */
 const char *rl_loop_backend_reason(const rl_loop *loop);
 
 enum rl_run_mode {
@@ -190,8 +237,23 @@ uint64_t rl_now_ms(const rl_loop *loop);
 unsigned rl_version(void);
 const char *rl_version_string(void);
 
-/* A description of a -errno result, including ringloop's own meanings. */
+/*
+ * A description of a result: for -errno codes, the C library's (as
+ * strerror() gives it, whatever the call that returned it: what ringloop
+ * means by a code is in the documentation of the function returning it);
+ * for codes of the layers above the loop (e.g. the promise layer's
+ * RL_EAGGREGATE), the description that layer registered; else "unknown
+ * error N". Never NULL; thread-safe.
+ */
 const char *rl_strerror(int err);
+
+/*
+ * How a layer above the loop describes its own codes (outside the errno
+ * range, e.g. <= -100000): describe returns a string for the codes it
+ * owns and NULL for others. Registering the same function twice is a
+ * no-op. Returns 0, or -ENOSPC when 8 are registered already.
+ */
+int rl_strerror_register(const char *(*describe)(int err));
 
 /* --------------------------------------------------------------- counters */
 
@@ -306,14 +368,26 @@ void rl_req_init(rl_req *req);
  * kernel opened the file, the loop closes the fd itself. On epoll, open
  * O_DIRECT files with this call rather than open(2): the loop then knows
  * to send their reads to the pool, since a direct read waits for the
- * device even where buffered reads would not.
+ * device even where buffered reads would not. Special files open as a
+ * blocking open(2) would let them, on every backend: an open for writing
+ * of a FIFO waits for a reader; an open for reading of a FIFO returns at
+ * once (as io_uring's does) and reads through the loop then wait for the
+ * writer.
  */
 int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
 	    unsigned mode, rl_req_cb cb);
 
-/* Reads up to len bytes at offset (or at the fd's position when offset is
+/*
+ * Reads up to len bytes at offset (or at the fd's position when offset is
  * -1); result is the byte count, 0 at end of file. A read may return less
- * than len (a pipe, a socket), as read(2) does. */
+ * than len (a pipe, a socket), as read(2) does. A file without a position
+ * (a pipe, a FIFO, a socket, most character devices) ignores the offset
+ * and reads what comes next, on every backend, as io_uring does. A read
+ * of a pipe or FIFO waits for data; one whose writer has not come yet
+ * waits for it (end of file is a writer that came and went). Such a read
+ * cancelled after it took bytes from the stream reports those bytes
+ * (result > 0) rather than -ECANCELED: they are gone from the stream.
+ */
 int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
 	    int64_t offset, rl_req_cb cb);
 
@@ -331,8 +405,12 @@ int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
  * Reads the whole file at path to end of file. Without RL_READ_FILE_GROW,
  * buf/len is the caller's buffer and a file larger than len fails with
  * -EFBIG. With RL_READ_FILE_GROW, buf (NULL or malloc'ed, len its size) is
- * grown as needed. result is the file size read; req->buf and req->len
- * then hold the data and its capacity.
+ * grown as needed, up to rl_options.read_file_max; a larger file fails
+ * with -EFBIG. result is the file size read; req->buf and req->len then
+ * hold the data and its capacity (also after a failure: the caller frees
+ * req->buf). A FIFO or a character device is read as a blocking read(2)
+ * would, to its end of file: every byte the stream handed over is in the
+ * result, however it arrived.
  */
 int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 		 size_t len, unsigned flags, rl_req_cb cb);
@@ -465,12 +543,14 @@ int rl_fs_write_file(rl_loop *loop, rl_req *req, const char *path,
 		     unsigned mode, rl_req_cb cb);
 
 /*
- * Cancels a request in flight: its callback runs with -ECANCELED. Returns 0,
- * -ENOENT when the request is not in flight (done, or never submitted), or
- * -EALREADY when it was cancelled already. What a cancelled request did
- * before it stopped stays done: a cancelled write, rename or unlink may
- * have happened, all or (a write) in part. The loop only ever reports
- * success for what happened.
+ * Cancels a request in flight: its callback runs with -ECANCELED, or with
+ * its real result when it did what cannot be undone before the cancel
+ * reached it (a read that took bytes from a stream, a close that ran).
+ * Returns 0, -ENOENT when the request is not in flight (done, or never
+ * submitted), or -EALREADY when it was cancelled already. What a cancelled
+ * request did before it stopped stays done: a cancelled write, rename or
+ * unlink may have happened, all or (a write) in part. The loop only ever
+ * reports success for what happened.
  */
 int rl_cancel(rl_loop *loop, rl_req *req);
 

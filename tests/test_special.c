@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_special.c - files that are not regular files: FIFOs, pipes and
+ * character devices. Every backend must treat them as a blocking open and
+ * a blocking read would (waiting for a peer, keeping every byte it took
+ * from a stream), must never block its workers for good on them, and must
+ * give the same answers as the others. alarm() turns a hang into a
+ * failure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+struct seen {
+	int calls;
+	int64_t result;
+};
+
+static void seen_cb(rl_req *req)
+{
+	struct seen *s = req->data;
+
+	s->calls++;
+	s->result = req->result;
+}
+
+/* A path that stays valid for the whole test (tpath() recycles four). */
+static const char *keep_path(const char *path)
+{
+	static char kept[32][512];
+	static int n;
+
+	cr_assert_lt(n, 32);
+	snprintf(kept[n], sizeof(kept[n]), "%s", path);
+	return kept[n++];
+}
+
+static const char *make_fifo(const char *name)
+{
+	const char *path = keep_path(tpath(name));
+
+	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
+	return path;
+}
+
+static void sleep_ms(int ms)
+{
+	usleep((useconds_t)ms * 1000);
+}
+
+/* ----------------------------------------------------------- writers */
+
+/* A writer as a shell would be one: a blocking open (which waits for a
+ * reader), writes with pauses between them, then close. EPIPE (a reader
+ * that came and went) is counted, not fatal. */
+struct writer {
+	const char *path;
+	int delay_ms; /* before the open */
+	const char *parts[4];
+	int pause_ms; /* between parts */
+	atomic_int epipe;
+	atomic_int opened;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	int fd;
+
+	sleep_ms(w->delay_ms);
+	fd = open(w->path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	atomic_store(&w->opened, 1);
+	for (int i = 0; i < 4 && w->parts[i]; i++) {
+		size_t len = strlen(w->parts[i]);
+
+		if (i)
+			sleep_ms(w->pause_ms);
+		if (write(fd, w->parts[i], len) != (ssize_t)len)
+			atomic_fetch_add(&w->epipe, 1);
+	}
+	close(fd);
+	return NULL;
+}
+
+/* ------------------------------------------------ read_file of a FIFO */
+
+/*
+ * The writer writes "hello", pauses, then " world": the read_file must
+ * return both, whatever the first read saw. A read_file that restarts
+ * from a fresh open (as for a regular file that outgrew its buffer)
+ * would lose what the stream already handed over.
+ */
+static void fifo_read_file_whole(const struct tp *tp, bool grow)
+{
+	const char *fifo = make_fifo("hello");
+	struct writer w = {
+	    .path = fifo, .parts = {"hello", " world"}, .pause_ms = 100};
+	struct seen s = {0};
+	rl_req req = {.data = &s};
+	char buf[64];
+	pthread_t th;
+	rl_loop *loop = tloop(tp);
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(20);
+	cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, fifo, grow ? NULL : buf,
+				     grow ? 0 : sizeof(buf),
+				     grow ? RL_READ_FILE_GROW : 0, seen_cb),
+		     0);
+	trun(loop);
+	pthread_join(th, NULL);
+	alarm(0);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 11, "got %lld: %s", (long long)s.result,
+		     s.result < 0 ? rl_strerror((int)s.result) : "");
+	cr_assert_eq(memcmp(req.buf, "hello world", 11), 0, "got \"%.*s\"",
+		     (int)s.result, (char *)req.buf);
+	cr_assert_eq(atomic_load(&w.epipe), 0, "the writer lost its reader");
+	if (grow)
+		free(req.buf);
+	tclose(loop);
+}
+
+BACKEND_TEST(special, fifo_read_file_keeps_every_byte)
+{
+	fifo_read_file_whole(tp, false);
+}
+
+BACKEND_TEST(special, fifo_read_file_grow_keeps_every_byte)
+{
+	fifo_read_file_whole(tp, true);
+}
+
+/*
+ * A writer already waiting in open(O_WRONLY) when the read_file starts:
+ * the read_file's open lets it through, and from then on the reader must
+ * stay there until the writer is done. A reader that opens, looks and
+ * closes again leaves the writer with no reader: EPIPE (SIGPIPE), and
+ * its data gone.
+ */
+BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
+{
+	enum { ROUNDS = 20 };
+	rl_loop *loop = tloop(tp);
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(60);
+	for (int i = 0; i < ROUNDS; i++) {
+		char name[32];
+		const char *fifo;
+		struct writer w = {.parts = {"ab", "cd", "ef"}, .pause_ms = 2};
+		struct seen s = {0};
+		rl_req req = {.data = &s};
+		char buf[64];
+		pthread_t th;
+
+		snprintf(name, sizeof(name), "waiting%d", i);
+		fifo = make_fifo(name);
+		w.path = fifo;
+		cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
+		sleep_ms(5); /* the writer is in open() by now, most likely */
+		cr_assert_eq(rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf),
+					     0, seen_cb),
+			     0);
+		trun(loop);
+		pthread_join(th, NULL);
+		cr_assert_eq(atomic_load(&w.epipe), 0,
+			     "round %d: the writer got EPIPE", i);
+		cr_assert_eq(s.result, 6, "round %d: got %lld", i,
+			     (long long)s.result);
+		cr_assert_eq(memcmp(buf, "abcdef", 6), 0);
+	}
+	alarm(0);
+	tclose(loop);
+}
+
+/* ------------------------------------------------------ opens of FIFOs */
+
+/* A blocking open for writing waits for a reader (open(2) without
+ * O_NONBLOCK); it does not fail with ENXIO. */
+BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
+{
+	const char *fifo = make_fifo("wait-reader");
+	struct seen s = {0};
+	rl_req req = {.data = &s};
+	char buf[8];
+	int rd;
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	cr_assert_eq(
+	    rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	sleep_ms(50);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(s.calls, 0, "no reader yet: got %lld (%s)",
+		     (long long)s.result, rl_strerror((int)s.result));
+	rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	cr_assert_geq(rd, 0);
+	trun(loop);
+	alarm(0);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_geq(s.result, 0, "%s", rl_strerror((int)s.result));
+	cr_assert_eq(write((int)s.result, "xy", 2), 2);
+	cr_assert_eq(read(rd, buf, sizeof(buf)), 2);
+	close((int)s.result);
+	close(rd);
+	tclose(loop);
+}
+
+/* Cancelling an open that waits for a reader ends it, and closing the
+ * loop ends another: no worker or kernel thread is left waiting. */
+BACKEND_TEST(special, open_fifo_for_writing_cancelled)
+{
+	const char *f1 = make_fifo("nobody1"), *f2 = make_fifo("nobody2");
+	struct seen s1 = {0}, s2 = {0};
+	rl_req r1 = {.data = &s1}, r2 = {.data = &s2};
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	cr_assert_eq(
+	    rl_fs_open(loop, &r1, f1, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+	cr_assert_eq(
+	    rl_fs_open(loop, &r2, f2, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	sleep_ms(50);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(s1.calls + s2.calls, 0);
+	cr_assert_eq(rl_cancel(loop, &r1), 0);
+	while (!s1.calls)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert_eq(s1.result, -ECANCELED, "%lld (%s)", (long long)s1.result,
+		     rl_strerror((int)s1.result));
+	tclose(loop);
+	alarm(0);
+	cr_assert_eq(s2.calls, 1);
+	cr_assert_eq(s2.result, -ECANCELED, "%lld (%s)", (long long)s2.result,
+		     rl_strerror((int)s2.result));
+}
+
+/*
+ * An open for reading may return before a writer came (io_uring's does),
+ * but a read through the loop then waits for the writer's data, as the
+ * read after a blocking open would: it is not an end of file.
+ */
+struct open_then_read {
+	rl_loop *loop;
+	struct seen open, read;
+	rl_req oreq, rreq;
+	char buf[32];
+};
+
+static void opened_cb(rl_req *req)
+{
+	struct open_then_read *o = req->data;
+
+	o->open.calls++;
+	o->open.result = req->result;
+	if (req->result >= 0)
+		cr_assert_eq(rl_fs_read(o->loop, &o->rreq, (int)req->result,
+					o->buf, sizeof(o->buf), -1, seen_cb),
+			     0);
+}
+
+BACKEND_TEST(special, read_after_open_of_fifo_waits_for_the_writer)
+{
+	const char *fifo = make_fifo("late-writer");
+	struct writer w = {.path = fifo, .delay_ms = 100, .parts = {"data"}};
+	struct open_then_read o = {0};
+	pthread_t th;
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	o.loop = loop;
+	o.oreq.data = &o;
+	o.rreq.data = &o.read;
+	cr_assert_eq(
+	    rl_fs_open(loop, &o.oreq, fifo, O_RDONLY | O_CLOEXEC, 0, opened_cb),
+	    0);
+	cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
+	trun(loop);
+	pthread_join(th, NULL);
+	alarm(0);
+	cr_assert_eq(o.open.calls, 1);
+	cr_assert_geq(o.open.result, 0, "%s", rl_strerror((int)o.open.result));
+	cr_assert_eq(o.read.calls, 1);
+	cr_assert_eq(o.read.result, 4, "got %lld", (long long)o.read.result);
+	cr_assert_eq(memcmp(o.buf, "data", 4), 0);
+	close((int)o.open.result);
+	tclose(loop);
+}
+
+/* -------------------------------------------- reads of pipes and streams */
+
+/*
+ * A read of an empty pipe; data arrives; then the read is cancelled. If
+ * the read took the data, its callback says so (the byte count), since
+ * the bytes have left the pipe; otherwise -ECANCELED, and the bytes are
+ * still in the pipe. Either way not a byte is lost.
+ */
+BACKEND_TEST(special, cancelled_stream_read_keeps_its_bytes)
+{
+	enum { ROUNDS = 50 };
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	for (int i = 0; i < ROUNDS; i++) {
+		struct seen s = {0};
+		rl_req req = {.data = &s};
+		char buf[16], rest[16];
+		ssize_t left;
+		int p[2], ret;
+
+		cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+		cr_assert_eq(
+		    rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, seen_cb),
+		    0);
+		cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_eq(write(p[1], "abc", 3), 3);
+		/* Give the kernel (or a worker) time to do the read. */
+		sleep_ms(i % 5);
+		ret = rl_cancel(loop, &req);
+		cr_assert(ret == 0 || ret == -ENOENT, "cancel: %d", ret);
+		trun(loop);
+		cr_assert_eq(s.calls, 1);
+		left = read(p[0], rest, sizeof(rest));
+		if (s.result == -ECANCELED) {
+			cr_assert_eq(left, 3,
+				     "round %d: cancelled, and the "
+				     "bytes are gone from the pipe",
+				     i);
+		} else {
+			cr_assert_eq(s.result, 3, "round %d: %lld", i,
+				     (long long)s.result);
+			cr_assert_eq(memcmp(buf, "abc", 3), 0);
+			cr_assert_lt(left, 0, "read twice");
+		}
+		close(p[0]);
+		close(p[1]);
+	}
+	alarm(0);
+	tclose(loop);
+}
+
+/* An offset means nothing to a pipe. Every backend answers the same:
+ * it reads what comes next, as io_uring does. */
+BACKEND_TEST(special, read_offset_on_a_pipe_is_ignored)
+{
+	struct seen s = {0};
+	rl_req req = {.data = &s};
+	char buf[16];
+	int p[2];
+	rl_loop *loop;
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	loop = tloop(tp);
+	cr_assert_eq(write(p[1], "abc", 3), 3);
+	cr_assert_eq(
+	    rl_fs_read(loop, &req, p[0], buf, sizeof(buf), 100, seen_cb), 0);
+	trun(loop);
+	cr_assert_eq(s.result, 3, "got %lld (%s)", (long long)s.result,
+		     rl_strerror((int)s.result));
+	cr_assert_eq(memcmp(buf, "abc", 3), 0);
+	tclose(loop);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* ---------------------------------------------------- the pool's workers */
+
+/*
+ * Requests that wait for a peer forever (read_files of FIFOs nobody
+ * writes to, more of them than the epoll backend has workers, and opens
+ * for writing that wait for a reader) must not hold back the requests
+ * behind them: a stat and reads of regular files complete meanwhile.
+ */
+struct starve {
+	int left;
+	bool timed_out;
+};
+
+static void starve_cb(rl_req *req)
+{
+	struct starve *st = req->data;
+
+	cr_assert_geq(req->result, 0, "%s", rl_strerror((int)req->result));
+	st->left--;
+}
+
+static void starve_timeout(rl_timer *t, int status)
+{
+	struct starve *st = t->data;
+
+	if (status == 0)
+		st->timed_out = true;
+}
+
+BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
+{
+	enum { FIFOS = 3, OPENS = 2, QUICK = 20 };
+	const char *path = keep_path(tfile("quick", 12));
+	struct seen fs[FIFOS + OPENS] = {{0}};
+	rl_req freqs[FIFOS + OPENS], quick[QUICK];
+	char fbuf[FIFOS][16], qbuf[QUICK][16];
+	struct statx stx[QUICK];
+	struct starve st = {QUICK, false};
+	rl_timer timer;
+	struct rl_options opt;
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < FIFOS + OPENS; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "blocked%d", i);
+		freqs[i] = (rl_req){.data = &fs[i]};
+		if (i < FIFOS)
+			cr_assert_eq(rl_fs_read_file(
+					 loop, &freqs[i], make_fifo(name),
+					 fbuf[i], sizeof(fbuf[i]), 0, seen_cb),
+				     0);
+		else
+			cr_assert_eq(
+			    rl_fs_open(loop, &freqs[i], make_fifo(name),
+				       O_WRONLY | O_CLOEXEC, 0, seen_cb),
+			    0);
+	}
+	/* Let them reach the workers (or the kernel) first. */
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	sleep_ms(50);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 0; i < QUICK; i++) {
+		quick[i] = (rl_req){.data = &st};
+		if (i % 2)
+			cr_assert_eq(rl_fs_stat(loop, &quick[i], path, &stx[i],
+						starve_cb),
+				     0);
+		else
+			cr_assert_eq(rl_fs_read_file(loop, &quick[i], path,
+						     qbuf[i], sizeof(qbuf[i]),
+						     0, starve_cb),
+				     0);
+	}
+	rl_timer_init(&timer);
+	timer.data = &st;
+	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
+	while (st.left > 0 && !st.timed_out)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert(!st.timed_out, "%d requests still stuck behind the FIFOs",
+		  st.left);
+	for (int i = 0; i < FIFOS + OPENS; i++) {
+		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
+		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
+	}
+	rl_timer_cancel(loop, &timer);
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < FIFOS + OPENS; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert_eq(fs[i].result, -ECANCELED);
+	}
+	tclose(loop);
+}
+
+/* ------------------------------------------------------ character devices */
+
+/* /dev/null is empty; /dev/zero never ends, so a growing read_file of it
+ * stops at the loop's cap with -EFBIG, having allocated no more than the
+ * cap, instead of spinning or allocating without end. */
+BACKEND_TEST(special, char_devices)
+{
+	struct seen s1 = {0}, s2 = {0}, s3 = {0};
+	rl_req r1 = {.data = &s1}, r2 = {.data = &s2}, r3 = {.data = &s3};
+	char buf[16];
+	rl_loop *loop = tloop(tp);
+
+	alarm(120);
+	cr_assert_eq(rl_fs_read_file(loop, &r1, "/dev/null", buf, sizeof(buf),
+				     0, seen_cb),
+		     0);
+	cr_assert_eq(rl_fs_read_file(loop, &r2, "/dev/zero", buf, sizeof(buf),
+				     0, seen_cb),
+		     0);
+	cr_assert_eq(rl_fs_read_file(loop, &r3, "/dev/zero", NULL, 0,
+				     RL_READ_FILE_GROW, seen_cb),
+		     0);
+	trun(loop);
+	alarm(0);
+	cr_assert_eq(s1.result, 0);
+	cr_assert_eq(s2.result, -EFBIG);
+	cr_assert_eq(s3.result, -EFBIG);
+	cr_assert_leq(r3.len, (size_t)1 << 30, "grew to %zu bytes", r3.len);
+	free(r3.buf);
+	tclose(loop);
+}
