@@ -71,7 +71,6 @@ int main(int argc, char **argv)
 	}
 	read_next(&cat);
 	rl_run(loop, RL_RUN_DEFAULT); /* until nothing is left in flight */
-	rl_loop_close(loop);	      /* first the loop, then the context */
-	rl_cb_ctx_close(cat.cbs);
+	rl_loop_close(loop);	      /* closes the context too */
 	return cat.status;
 }

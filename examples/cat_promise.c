@@ -74,8 +74,7 @@ int main(int argc, char **argv)
 		cat.status = 1;
 	rl_run(loop, RL_RUN_DEFAULT);
 	rl_promise_unref(done);
-	rl_loop_close(loop);
-	rl_promise_ctx_close(ctx); /* after the loop: nothing in flight */
+	rl_loop_close(loop); /* closes the promise context too */
 	for (size_t i = 0; i < n; i++)
 		free(bufs[i]);
 	free(bufs);

@@ -473,15 +473,33 @@ static void run_thunk(rl_promise *t, rl_promise *q)
 
 static void run_waiter_kind(struct rl__waiter *w);
 
-/* A waiter runs as a microtask. While it runs (a reaction of the
- * program's, a subscriber), the context refuses to close: the records in
- * use would go with it. */
+/* A subscription: its record goes back before fn runs, and nothing of the
+ * context is touched after it, so fn (a coroutine resumed by an await)
+ * may even close the context. The queued reference to src is the
+ * subscriber's now. */
+static void run_subscriber(struct rl__waiter *w)
+{
+	rl_promise *src = w->src;
+	struct rl__input *in = rl__input_of(w);
+	rl_settle_fn fn = in->to.fn;
+	void *arg = in->at.arg;
+
+	rl__record_put(&src->ctx->inputs, in);
+	fn(src, arg);
+}
+
+/* A waiter runs as a microtask. While a reaction of the program's runs,
+ * the context refuses to close: the records in use would go with it. */
 static void run_waiter(rl_task *task)
 {
 	struct rl__waiter *w = RL__CONTAINER_OF(task, struct rl__waiter, task);
 	rl_promise_ctx *ctx = w->src->ctx;
 
 	ctx->queued--;
+	if (w->kind == RL__W_SUB) {
+		run_subscriber(w);
+		return;
+	}
 	ctx->dispatching++;
 	run_waiter_kind(w);
 	ctx->dispatching--;
@@ -490,9 +508,6 @@ static void run_waiter(rl_task *task)
 static void run_waiter_kind(struct rl__waiter *w)
 {
 	rl_promise *src = w->src, *p = NULL;
-	struct rl__input *in;
-	rl_settle_fn fn;
-	void *arg;
 
 	switch (w->kind) {
 	case RL__W_THEN:
@@ -518,14 +533,6 @@ static void run_waiter_kind(struct rl__waiter *w)
 		p = RL__CONTAINER_OF(w, rl_promise, w);
 		rl__settle(p, src->err, src->value, rl__value_owner(src));
 		break;
-	case RL__W_SUB:
-		/* The queued reference to src is the subscriber's now. */
-		in = rl__input_of(w);
-		fn = in->to.fn;
-		arg = in->at.arg;
-		rl__record_put(&src->ctx->inputs, in);
-		fn(src, arg);
-		return;
 	default:
 		rl__input_run(rl__input_of(w));
 		return;

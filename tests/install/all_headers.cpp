@@ -160,9 +160,9 @@ int main(int argc, char **argv)
 	rl_run(loop, RL_RUN_DEFAULT);
 	check(co != nullptr && rl_coro_done(co), "rl_coro_done");
 
-	check(rl_loop_close(loop) == 0, "rl_loop_close");
 	check(rl_cb_ctx_close(cbs) == 0, "rl_cb_ctx_close");
 	check(rl_promise_ctx_close(pctx) == 0, "rl_promise_ctx_close");
+	check(rl_loop_close(loop) == 0, "rl_loop_close");
 
 	check(got == "loop:hello\ntimer;cb:hello\npromise:hello\ncoro:hello\n",
 	      "reading every way");
