@@ -253,6 +253,11 @@ int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 			return ret;
 	}
 	for (;;) {
+		/* A device that never runs dry (/dev/zero) never blocks
+		 * either, so a signal cannot end its reads with EINTR: a job
+		 * asked to give up stops between two reads. */
+		if (give_up && give_up())
+			return -EINTR;
 		iov[0].iov_base = (char *)req->buf + got;
 		iov[0].iov_len = rl__req(req)->cap - got;
 		iov[1].iov_base = &sentinel;

@@ -2,6 +2,7 @@
 /* test_callback.c - the Node-like callback style and its request pool. */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ringloop/callback.h"
 #include "helpers.h"
@@ -210,4 +211,41 @@ BACKEND_TEST(callback, loop_close_closes_the_context)
 		cr_assert(g[i].err == -ECANCELED ||
 			  (g[i].err == 0 && g[i].len == 100));
 	}
+}
+
+/* A read that grew its buffer far (a big file, or a device read to the
+ * loop's cap before -EFBIG) gives the memory back when its entry returns
+ * to the pool: the pool keeps at most 1 MiB per idle entry. */
+BACKEND_TEST(callback, huge_buffers_are_not_kept)
+{
+	const char *big = tfile("big", 3 << 20);
+	struct got g1 = { 0 }, g2 = { 0 }, g3 = { 0 };
+	struct rl_options opt;
+	rl_cb_ctx *cbs;
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.read_file_max = 8 << 20;
+	loop = tloop_opts(tp, &opt);
+	alarm(60);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, "/dev/zero", done, &g1), 0);
+	trun(loop);
+	cr_assert_eq(g1.calls, 1);
+	cr_assert_eq(g1.err, -EFBIG);
+	cr_assert_leq(rl_cb_ctx_buffered(cbs), (size_t)1 << 20,
+		      "the pool keeps %zu bytes", rl_cb_ctx_buffered(cbs));
+	cr_assert_eq(rl_cb_fs_read_file(cbs, big, done, &g2), 0);
+	trun(loop);
+	cr_assert_eq(g2.err, 0);
+	cr_assert_eq(g2.len, (size_t)3 << 20);
+	cr_assert_leq(rl_cb_ctx_buffered(cbs), (size_t)1 << 20,
+		      "the pool keeps %zu bytes", rl_cb_ctx_buffered(cbs));
+	/* The pool still works. */
+	cr_assert_eq(rl_cb_fs_read_file(cbs, tfile("small", 12), done, &g3), 0);
+	trun(loop);
+	cr_assert_eq(g3.len, 12);
+	alarm(0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
 }

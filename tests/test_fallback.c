@@ -15,11 +15,13 @@
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -869,4 +871,203 @@ BACKEND_TEST(pipe, nonblocking_fd_waits_too)
 	close(p[0]);
 	close(p[1]);
 	tclose(loop);
+}
+
+/* ---------------------------------------------------- ENOMEM at setup */
+
+/*
+ * Under a low RLIMIT_MEMLOCK (64 KiB, as many containers still set),
+ * kernels before 5.12 refuse the default ring with ENOMEM: AUTO must then
+ * fall back to epoll and say why. Kernels since 5.12 charge rings to the
+ * memory cgroup instead, where the limit changes nothing: the child finds
+ * out first, and the test says so when it skips.
+ */
+enum {
+	MEMLOCK_OK = 0,
+	MEMLOCK_NOT_CHARGED = 77,
+	MEMLOCK_SETRLIMIT = 1,
+	MEMLOCK_AUTO_OPEN,
+	MEMLOCK_AUTO_NOT_EPOLL,
+	MEMLOCK_AUTO_REASON,
+	MEMLOCK_READ,
+	MEMLOCK_URING_SMALLER,
+};
+
+static int child_under_memlock(const char *path)
+{
+	struct rlimit rl = { 64 * 1024, 64 * 1024 };
+	struct io_uring_params p;
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
+	struct rl_options opt;
+	rl_loop *loop;
+	char buf[64];
+	long fd;
+
+	unsetenv("RINGLOOP_BACKEND");
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+		return MEMLOCK_SETRLIMIT;
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_CQSIZE;
+	p.cq_entries = 16 * 256;
+	fd = syscall(__NR_io_uring_setup, 256, &p);
+	if (fd >= 0) {
+		close((int)fd);
+		return MEMLOCK_NOT_CHARGED;
+	}
+	rl_options_init(&opt);
+	if (rl_loop_open(&loop, &opt) < 0)
+		return MEMLOCK_AUTO_OPEN;
+	if (strcmp(rl_loop_backend(loop), "epoll"))
+		return MEMLOCK_AUTO_NOT_EPOLL;
+	if (!strstr(rl_loop_backend_reason(loop), "ENOMEM") ||
+	    !strstr(rl_loop_backend_reason(loop), "RLIMIT_MEMLOCK"))
+		return MEMLOCK_AUTO_REASON;
+	if (rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0, count_cb) ||
+	    rl_run(loop, RL_RUN_DEFAULT) < 0 || s.result != 12)
+		return MEMLOCK_READ;
+	rl_loop_close(loop);
+	/* Asking for io_uring by name: a smaller ring, or ENOMEM. */
+	opt.backend = RL_BACKEND_URING;
+	fd = rl_loop_open(&loop, &opt);
+	if (fd == 0)
+		rl_loop_close(loop);
+	else if (fd != -ENOMEM)
+		return MEMLOCK_URING_SMALLER;
+	return MEMLOCK_OK;
+}
+
+Test(fallback, memlock_enomem_falls_back_to_epoll)
+{
+	const char *path = tfile("memlock", 12);
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(child_under_memlock(path));
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status));
+	if (WEXITSTATUS(status) == MEMLOCK_NOT_CHARGED)
+		cr_skip_test(
+			"io_uring_setup works under RLIMIT_MEMLOCK = 64 KiB "
+			"here: this kernel (5.12 or later) charges rings "
+			"to the memory cgroup, not to RLIMIT_MEMLOCK");
+	cr_assert_eq(WEXITSTATUS(status), MEMLOCK_OK, "child failed at step %d",
+		     WEXITSTATUS(status));
+}
+
+/* ----------------------------------------------------- the pool signal */
+
+/*
+ * rl_options.pool_signal: the interrupt of blocked workers is the signal
+ * asked for (its handler installed, the default one left alone), or none
+ * at all. Each case runs in a child, since signal dispositions are the
+ * process's. With a signal, a blocked open (a FIFO for writing, no
+ * reader) is cancelled at once; with none, it cannot be interrupted and
+ * ends when a reader comes.
+ */
+enum {
+	SIG_STEP_OK = 0,
+	SIG_STEP_OPEN = 1,
+	SIG_STEP_HANDLER,
+	SIG_STEP_DEFAULT_TOUCHED,
+	SIG_STEP_SUBMIT,
+	SIG_STEP_EARLY,
+	SIG_STEP_CANCEL,
+	SIG_STEP_RESULT,
+	SIG_STEP_READER,
+	SIG_STEP_CLOSE,
+	SIG_STEP_BAD_SIGNAL,
+};
+
+static const char *make_fifo(const char *name)
+{
+	const char *path = tpath(name);
+
+	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
+	return path;
+}
+
+static bool handler_is_default(int signo)
+{
+	struct sigaction sa;
+
+	return sigaction(signo, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL;
+}
+
+static int child_pool_signal(int option, const char *fifo)
+{
+	struct rl_options opt;
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
+	rl_loop *loop;
+	int rd;
+
+	rl_options_init(&opt);
+	opt.backend = RL_BACKEND_EPOLL;
+	opt.pool_signal = 9999;
+	if (rl_loop_open(&loop, &opt) != -EINVAL)
+		return SIG_STEP_BAD_SIGNAL;
+	opt.pool_signal = option;
+	if (rl_loop_open(&loop, &opt))
+		return SIG_STEP_OPEN;
+	if (option > 0 && handler_is_default(option))
+		return SIG_STEP_HANDLER;
+	if (!handler_is_default(SIGRTMIN + 6))
+		return SIG_STEP_DEFAULT_TOUCHED;
+	if (rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, count_cb))
+		return SIG_STEP_SUBMIT;
+	rl_run(loop, RL_RUN_NOWAIT);
+	usleep(50 * 1000);
+	rl_run(loop, RL_RUN_NOWAIT);
+	if (s.calls)
+		return SIG_STEP_EARLY;
+	if (option > 0) {
+		if (rl_cancel(loop, &req))
+			return SIG_STEP_CANCEL;
+		rl_run(loop, RL_RUN_DEFAULT);
+		if (s.calls != 1 || s.result != -ECANCELED)
+			return SIG_STEP_RESULT;
+	} else {
+		rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (rd < 0)
+			return SIG_STEP_READER;
+		rl_run(loop, RL_RUN_DEFAULT);
+		if (s.calls != 1 || s.result < 0)
+			return SIG_STEP_RESULT;
+		close((int)s.result);
+		close(rd);
+	}
+	if (rl_loop_close(loop))
+		return SIG_STEP_CLOSE;
+	return SIG_STEP_OK;
+}
+
+Test(pool, signal_option)
+{
+	const int options[] = { SIGUSR2, SIGRTMIN + 3, -1 };
+
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		char name[32];
+		const char *fifo;
+		int status;
+		pid_t pid;
+
+		snprintf(name, sizeof(name), "sigfifo%zu", i);
+		fifo = make_fifo(name);
+		alarm(30);
+		pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0)
+			_exit(child_pool_signal(options[i], fifo));
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		alarm(0);
+		cr_assert(WIFEXITED(status), "signal %d: child died of %d",
+			  options[i], WTERMSIG(status));
+		cr_assert_eq(WEXITSTATUS(status), SIG_STEP_OK,
+			     "signal %d: child failed at step %d", options[i],
+			     WEXITSTATUS(status));
+	}
 }

@@ -567,3 +567,87 @@ BACKEND_TEST(reliability, no_fd_at_all_fails_fast)
 		cr_skip_test("direct descriptors take no fd");
 	fd_exhaustion(tp, 0);
 }
+
+/*
+ * rl_options.read_file_max bounds a growing read_file on every backend
+ * and every kind of file: a file of exactly the cap fits; one byte more,
+ * an endless device, a FIFO that hands over more than the cap: -EFBIG,
+ * with a buffer no larger than the cap.
+ */
+struct writer_arg {
+	const char *path;
+	size_t len;
+};
+
+static void *fifo_flood(void *arg)
+{
+	struct writer_arg *w = arg;
+	static char chunk[8192];
+	size_t left = w->len;
+	int fd = open(w->path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	memset(chunk, 'x', sizeof(chunk));
+	while (left) {
+		size_t n = left < sizeof(chunk) ? left : sizeof(chunk);
+		ssize_t r = write(fd, chunk, n);
+
+		if (r <= 0)
+			break; /* the reader gave up: EPIPE */
+		left -= (size_t)r;
+	}
+	close(fd);
+	return NULL;
+}
+
+BACKEND_TEST(reliability, read_file_max_is_the_cap)
+{
+	enum { MAX = 64 * 1024 };
+	static const char *const fixed[] = { "/dev/zero", "/dev/urandom" };
+	const char *exact = tfile("exact", MAX);
+	const char *over = tfile("over", MAX + 1);
+	const char *fifo = tpath("flood");
+	struct writer_arg w = { fifo, 4 * MAX };
+	struct rl_options opt;
+	pthread_t th;
+	rl_loop *loop;
+
+	signal(SIGPIPE, SIG_IGN);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	rl_options_init(&opt);
+	opt.read_file_max = MAX;
+	loop = tloop_opts(tp, &opt);
+	alarm(60);
+	for (int i = 0; i < 5; i++) {
+		const char *path = i == 0   ? exact
+				   : i == 1 ? over
+				   : i == 4 ? fifo
+					    : fixed[i - 2];
+		struct tally t = { 0 };
+		rl_req req = { .data = &t };
+
+		if (i == 4)
+			cr_assert_eq(pthread_create(&th, NULL, fifo_flood, &w),
+				     0);
+		cr_assert_eq(rl_fs_read_file(loop, &req, path, NULL, 0,
+					     RL_READ_FILE_GROW, tally_cb),
+			     0);
+		trun(loop);
+		if (i == 4)
+			pthread_join(th, NULL);
+		cr_assert_eq(t.calls, 1);
+		if (i == 0) {
+			cr_assert_eq(t.last, MAX, "%s: %lld", path,
+				     (long long)t.last);
+			tcheck("exact", req.buf, MAX);
+		} else {
+			cr_assert_eq(t.last, -EFBIG, "%s: %lld", path,
+				     (long long)t.last);
+		}
+		cr_assert_leq(req.len, MAX, "%s: grew to %zu", path, req.len);
+		free(req.buf);
+	}
+	alarm(0);
+	tclose(loop);
+}
