@@ -52,8 +52,9 @@
 
 #define BATCH 256
 #define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
-/* The largest request (a linked read_file) takes this many SQEs at once:
- * a smaller ring could never take it. */
+/* The largest request (a linked read_file) takes 3 SQEs at once, and the
+ * wake-up's read must find room beside it: a smaller ring could never
+ * take the one with the other. */
 #define MIN_ENTRIES 4
 /* The smallest ring tried when the kernel has no memory for a bigger. */
 #define ENOMEM_FLOOR 16

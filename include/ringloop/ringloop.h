@@ -89,7 +89,8 @@ struct rl_options {
 	int backend;		/* enum rl_backend_kind */
 	unsigned flags;		/* enum rl_flags */
 	/* io_uring SQ entries; 0 = 256. At least 4 (a linked read_file
-	 * takes 4 SQEs at once): smaller fails with -EINVAL. Sizes above
+	 * takes 3 SQEs at once, and the wake-up one more): smaller fails
+	 * with -EINVAL. Sizes above
 	 * the kernel's maximum (32768) are clamped, and so is the CQ. When
 	 * the kernel cannot allocate the default ring (ENOMEM), smaller
 	 * ones are tried, down to 16 entries. */
