@@ -471,8 +471,11 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		 * finished just now: only the watched fds need a look, if
 		 * there are some. */
 		sleep = !done && timeout_ns != 0 &&
-			rl__pool_may_sleep(&ep->pool) &&
-			rl__pool_may_sleep(&ep->slow);
+			rl__pool_may_sleep(&ep->pool);
+		if (sleep && !rl__pool_may_sleep(&ep->slow)) {
+			rl__pool_awake(&ep->pool);
+			sleep = false;
+		}
 		capped = false;
 		if (sleep) {
 			t = hold_cap(ep, timeout_ns, &capped);

@@ -120,8 +120,17 @@ static int64_t as_asked(int fd, int flags)
  * what would wait goes to the slow lane. */
 static void job_open(rl_req *req)
 {
-	int fd = open_retrying(req->path, req->flags | O_NONBLOCK,
-			       (mode_t)req->mode);
+	int fd;
+
+	/* O_PATH opens nothing (no FIFO waits for a peer), and its fd takes
+	 * no F_SETFL: the caller's flags as they are. */
+	if (req->flags & O_PATH) {
+		rl__epr(req)->res[0] =
+			open_retrying(req->path, req->flags, (mode_t)req->mode);
+		return;
+	}
+	fd = open_retrying(req->path, req->flags | O_NONBLOCK,
+			   (mode_t)req->mode);
 
 	if (fd < 0)
 		rl__epr(req)->res[0] =

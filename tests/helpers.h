@@ -96,12 +96,28 @@ void tmount_readonly(const char *mnt);
 void tumount(void);
 
 /*
+ * Runs the loop without waiting in the kernel until cond holds, for tests
+ * where another thread must act while the loop waits: Valgrind 3.19 lets
+ * no other thread run (and delivers no signal, not even an alarm) while
+ * one sits in io_uring_enter.
+ */
+#define TRUN_UNTIL(loop, cond)                                         \
+	do {                                                           \
+		while (!(cond)) {                                      \
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); \
+			usleep(1000);                                  \
+		}                                                      \
+	} while (0)
+
+/*
  * A job that blocks a thread pool worker for as long as the test wants,
  * on a regular file, with a real kernel mechanism: memory whose first
  * touch, by the kernel too, waits in userfaultfd until tstall_release().
  * A stat whose struct statx is there (stat always goes to a worker on
- * epoll) blocks its worker inside statx(); the pool's signal interrupts
- * it. tstall_open() is false where userfaultfd is not there (Valgrind
+ * epoll) blocks its worker inside statx(), where no signal interrupts it
+ * (the kernel waits for a fault of its own uninterruptibly): only
+ * tstall_release() ends it. tstall_open() is false where userfaultfd is
+ * not there (Valgrind
  * 3.19 does not know it, or no privilege): skip then. Its fd counts in
  * tclose()'s check: open it before tloop(), close it after tclose().
  */

@@ -767,6 +767,16 @@ BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
 	cr_assert_eq(fl & O_NONBLOCK, O_NONBLOCK);
 	close((int)s1.result);
 	close((int)s2.result);
+	/* O_PATH: opened as asked (no O_NONBLOCK try, no F_SETFL, which an
+	 * O_PATH fd refuses). */
+	s1 = (struct seen){ 0 };
+	cr_assert_eq(
+		rl_fs_open(loop, &r1, path, O_PATH | O_CLOEXEC, 0, count_cb),
+		0);
+	trun(loop);
+	cr_assert_geq(s1.result, 0, "%s", rl_strerror((int)s1.result));
+	cr_assert_eq(fcntl((int)s1.result, F_GETFL) & O_PATH, O_PATH);
+	close((int)s1.result);
 	tclose(loop);
 }
 

@@ -330,10 +330,11 @@ BACKEND_TEST(loop, one_enter_per_read_file_in_a_chain)
 	enum { N = 100 };
 	struct blocking_chain c = {.path = tfile("chain", 12), .left = N};
 	struct rl_stats before, after;
-	rl_loop *loop = tloop(tp);
+	rl_loop *loop;
 
 	if (tp->backend != RL_BACKEND_URING || tp->flags)
 		cr_skip_test("the linked chain of io_uring only");
+	loop = tloop(tp);
 	c.loop = loop;
 	c.req.data = &c;
 	rl_loop_stats(loop, &before);

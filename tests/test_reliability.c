@@ -633,9 +633,10 @@ BACKEND_TEST(reliability, read_file_max_is_the_cap)
 		cr_assert_eq(rl_fs_read_file(loop, &req, path, NULL, 0,
 					     RL_READ_FILE_GROW, tally_cb),
 			     0);
-		trun(loop);
+		TRUN_UNTIL(loop, t.calls); /* the FIFO's writer is a thread */
 		if (i == 4)
 			pthread_join(th, NULL);
+		trun(loop);
 		cr_assert_eq(t.calls, 1);
 		if (i == 0) {
 			cr_assert_eq(t.last, MAX, "%s: %lld", path,

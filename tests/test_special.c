@@ -119,8 +119,9 @@ static void fifo_read_file_whole(const struct tp *tp, bool grow)
 				     grow ? 0 : sizeof(buf),
 				     grow ? RL_READ_FILE_GROW : 0, seen_cb),
 		     0);
-	trun(loop);
+	TRUN_UNTIL(loop, s.calls);
 	pthread_join(th, NULL);
+	trun(loop);
 	alarm(0);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, 11, "got %lld: %s", (long long)s.result,
@@ -174,8 +175,9 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
 		cr_assert_eq(rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf),
 					     0, seen_cb),
 			     0);
-		trun(loop);
+		TRUN_UNTIL(loop, s.calls);
 		pthread_join(th, NULL);
+		trun(loop);
 		cr_assert_eq(atomic_load(&w.epipe), 0,
 			     "round %d: the writer got EPIPE", i);
 		cr_assert_eq(s.result, 6, "round %d: got %lld", i,
@@ -290,8 +292,9 @@ BACKEND_TEST(special, read_after_open_of_fifo_waits_for_the_writer)
 	    rl_fs_open(loop, &o.oreq, fifo, O_RDONLY | O_CLOEXEC, 0, opened_cb),
 	    0);
 	cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
-	trun(loop);
+	TRUN_UNTIL(loop, o.read.calls);
 	pthread_join(th, NULL);
+	trun(loop);
 	alarm(0);
 	cr_assert_eq(o.open.calls, 1);
 	cr_assert_geq(o.open.result, 0, "%s", rl_strerror((int)o.open.result));

@@ -5,8 +5,11 @@
  * The first byte picks the backend configuration; each following byte is an
  * operation on one of a few request and timer slots: submit (including
  * resubmitting a request in flight), cancel, run once or without waiting,
- * post. The input ends with the loop closed, with or without running it to
- * idle first. Invariants, checked with abort() so libFuzzer reports them:
+ * post. Paths include a FIFO nobody writes to (whose reads wait until
+ * cancelled or closed), /dev/zero (endless: -EFBIG at the loop's small
+ * read_file_max) and /dev/null. The input ends with the loop closed, with
+ * or without running it to idle first (not once a FIFO may be waited on:
+ * that wait has no end but a cancel). Invariants, checked with abort() so libFuzzer reports them:
  * every accepted request's callback runs exactly once, every rejected one's
  * never, results are >= 0 or a known -errno, and no fd is left open.
  *
@@ -15,10 +18,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ringloop/ringloop.h"
@@ -34,10 +39,11 @@ struct fz {
 	char bufs[SLOTS][64];
 	struct statx stx[SLOTS];
 	int fds[SLOTS]; /* fds our opens returned, to read and close */
+	bool fifo;	/* something may wait on the FIFO for good */
 };
 
 static struct fz F;
-static char small_path[128], big_path[128], dir_path[128];
+static char small_path[128], big_path[128], dir_path[128], fifo_path[128];
 
 static void check(int cond, const char *what)
 {
@@ -111,6 +117,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(small_path, sizeof(small_path), "%s/small", dir);
 	snprintf(big_path, sizeof(big_path), "%s/big", dir);
 	snprintf(dir_path, sizeof(dir_path), "%s", dir);
+	snprintf(fifo_path, sizeof(fifo_path), "%s/fifo", dir);
+	if (mkfifo(fifo_path, 0600) < 0)
+		abort();
 	fd = open(small_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0 || write(fd, "Hello, world", 12) != 12)
 		abort();
@@ -132,24 +141,30 @@ static void op(uint8_t b, uint8_t arg)
 	int i = arg % SLOTS;
 	rl_req *r = &F.reqs[i];
 	int ret = 0, accepted_req = 0;
-	static const char *const paths[] = { small_path, big_path, dir_path,
-					     "/nonexistent/x", "" };
+	static const char *const paths[] = { small_path,  big_path,
+					     dir_path,	  "/nonexistent/x",
+					     "",	  fifo_path,
+					     "/dev/zero", "/dev/null" };
+	const char *path = paths[arg % 8];
 
+	if (path == fifo_path && b % 14 < 7)
+		F.fifo = true;
 	switch (b % 14) {
 	case 0:
 	case 1:
-		ret = rl_fs_read_file(F.loop, r, paths[arg % 5], F.bufs[i],
-				   arg % 3 ? sizeof(F.bufs[i]) : 5, 0, req_cb);
+		ret = rl_fs_read_file(F.loop, r, path, F.bufs[i],
+				      arg % 3 ? sizeof(F.bufs[i]) : 5, 0,
+				      req_cb);
 		accepted_req = 1;
 		break;
 	case 2:
-		ret = rl_fs_read_file(F.loop, r, paths[arg % 5], NULL, arg % 64,
-				   RL_READ_FILE_GROW, req_cb);
+		ret = rl_fs_read_file(F.loop, r, path, NULL, arg % 64,
+				      RL_READ_FILE_GROW, req_cb);
 		accepted_req = 1;
 		break;
 	case 3:
-		ret = rl_fs_open(F.loop, r, paths[arg % 5], O_RDONLY | O_CLOEXEC,
-			      0, req_cb);
+		ret = rl_fs_open(F.loop, r, path, O_RDONLY | O_CLOEXEC, 0,
+				 req_cb);
 		accepted_req = 1;
 		break;
 	case 4:
@@ -166,7 +181,7 @@ static void op(uint8_t b, uint8_t arg)
 		accepted_req = 1;
 		break;
 	case 6:
-		ret = rl_fs_stat(F.loop, r, paths[arg % 5], &F.stx[i], req_cb);
+		ret = rl_fs_stat(F.loop, r, path, &F.stx[i], req_cb);
 		accepted_req = 1;
 		break;
 	case 7:
@@ -185,7 +200,10 @@ static void op(uint8_t b, uint8_t arg)
 		check(rl_run(F.loop, RL_RUN_NOWAIT) >= 0, "run nowait");
 		return;
 	case 11:
-		check(rl_run(F.loop, RL_RUN_ONCE) >= 0, "run once");
+		/* Once may wait for good on a FIFO: then only without
+		 * waiting. */
+		check(rl_run(F.loop, F.fifo ? RL_RUN_NOWAIT : RL_RUN_ONCE) >= 0,
+		      "run once");
 		return;
 	case 12:
 		if (F.owed_post[i] == 0 &&
@@ -225,11 +243,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	opt.cq_entries = 32;
 	opt.direct_slots = 2;
 	opt.pool_threads = 1;
+	opt.read_file_max = 16384; /* /dev/zero: -EFBIG soon */
 	if (rl_loop_open(&F.loop, &opt) < 0)
 		return 0;
 	for (size_t k = 1; k + 1 < size; k += 2)
 		op(data[k], data[k + 1]);
-	if (data[size - 1] & 1)
+	if ((data[size - 1] & 1) && !F.fifo)
 		check(rl_run(F.loop, RL_RUN_DEFAULT) >= 0, "run to idle");
 	check(rl_loop_close(F.loop) == 0, "close");
 	for (int i = 0; i < SLOTS; i++) {
