@@ -899,15 +899,23 @@ Test(coro, ids_are_unique_across_threads)
 
 /* An explicit close with coroutines alive refuses (-EBUSY) and frees
  * nothing; the loop's close then cancels and unwinds them. */
+static int64_t sleep_long(void *arg)
+{
+	*(int64_t *)arg = rl_coro_sleep(60000);
+	return 0;
+}
+
 BACKEND_TEST(coro, explicit_close_with_coroutines_alive_is_ebusy)
 {
 	rl_loop *loop = tloop(tp);
 	rl_coro_ctx *s = tsched(loop);
+	int64_t res = 1;
 	rl_coro *co;
 
-	cr_assert_eq(rl_coro_spawn(s, &co, sleepy, NULL, NULL), 0);
+	cr_assert_eq(rl_coro_spawn(s, &co, sleep_long, &res, NULL), 0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(rl_coro_ctx_close(s), -EBUSY);
 	cr_assert_not(rl_coro_done(co));
 	tclose(loop);
+	cr_assert_eq(res, -ECANCELED);
 }
