@@ -318,10 +318,12 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 			rl__complete(loop, req, -ECANCELED);
 			return 1;
 		}
-		if (res == RL__RES_POLL)
+		if (res == RL__RES_POLL) {
 			rl__ep_watch_or_block(loop, ep, req);
-		else
+		} else {
+			rl__epr(req)->bflags |= RL__RD_BLOCKING;
 			rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
+		}
 		return 0;
 	}
 	rl__complete(loop, req, res);

@@ -25,7 +25,8 @@
  *    so its end is a writer that came and went, as for a blocking read).
  *  - What cannot be polled and may still block (an open of a FIFO for
  *    writing, which waits for a reader; a read of a device without poll
- *    support) goes to the slow lane: a second pool, whose workers are
+ *    support; a write to a pipe, a socket or a device) goes to the slow
+ *    lane: a second pool, whose workers are
  *    started as such jobs come, up to RL__SLOW_MAX, and interrupted by the
  *    pool's signal when their request is cancelled.
  *
@@ -91,8 +92,9 @@ struct rl__ep_fd {
 /* Workers' answers that are not results. POLL: a read of a pipe, socket
  * or device has nothing to read yet: poll it on the loop thread. STREAM:
  * a read_file opened a FIFO or device, kept open in req->fd: read it as
- * it comes. SLOW: an open would block (a FIFO for writing with no reader,
- * a lease): the slow lane does it. */
+ * it comes. SLOW: it would block, maybe for good (an open of a FIFO for
+ * writing with no reader, a lease; a write to a pipe, socket or device):
+ * the slow lane does it. */
 #define RL__RES_POLL INT64_MIN
 #define RL__RES_STREAM (INT64_MIN + 1)
 #define RL__RES_SLOW   (INT64_MIN + 2)

@@ -163,13 +163,6 @@ static void job_stat(rl_req *req)
 	rl__epr(req)->res[0] = given_up(ret < 0 ? -errno : 0);
 }
 
-/* True for the file types a read may wait on forever, which the loop
- * polls instead of letting a worker block. */
-static bool stream_type(mode_t mode)
-{
-	return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode);
-}
-
 /*
  * read_file is one job: open, fstat, read to the end, close. The open is
  * O_NONBLOCK (see the top); a stream stays open and goes back to the loop
@@ -190,7 +183,7 @@ static void job_read_file(rl_req *req)
 		res = -errno;
 	} else if (S_ISDIR(st.st_mode)) {
 		res = -EISDIR;
-	} else if (stream_type(st.st_mode)) {
+	} else if (rl__ep_stream_type(st.st_mode)) {
 		req->fd = fd;
 		rl__epr(req)->res[0] = RL__RES_STREAM;
 		return;
@@ -299,7 +292,7 @@ static void job_read(rl_req *req)
 			rl__epr(req)->res[0] = -errno;
 			return;
 		}
-		if (stream_type(st.st_mode)) {
+		if (rl__ep_stream_type(st.st_mode)) {
 			r = rl__ep_rw(req, req->fd, 0, RWF_NOWAIT, false);
 			if (r == 0 && req->len && no_writer_yet(req->fd))
 				rl__epr(req)->res[0] = RL__RES_POLL;
@@ -478,7 +471,7 @@ static bool inline_read_file(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		res = -EISDIR;
 		goto out;
 	}
-	if (stream_type(st.st_mode)) {
+	if (rl__ep_stream_type(st.st_mode)) {
 		req->fd = fd;
 		rl__ep_fd_held(ep, req);
 		rl__ep_fs_stream(loop, ep, req);
@@ -559,7 +552,7 @@ static bool inline_read(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		rl__ep_finish_inline(loop, ep, req, -errno);
 		return true;
 	}
-	if (!stream_type(st.st_mode)) {
+	if (!rl__ep_stream_type(st.st_mode)) {
 		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
 		return false;
 	}

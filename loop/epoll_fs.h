@@ -9,6 +9,8 @@
 #ifndef RINGLOOP_EPOLL_FS_H
 #define RINGLOOP_EPOLL_FS_H
 
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "epoll.h"
@@ -20,6 +22,15 @@
  * returns, errno set.
  */
 ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write);
+
+/* True for the file types a read or a write may wait on forever (a pipe,
+ * a FIFO, a socket, a character device): the loop polls their reads, and
+ * the slow lane takes their writes, so that no regular worker blocks on
+ * them. */
+static inline bool rl__ep_stream_type(mode_t mode)
+{
+	return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode);
+}
 
 /* Pool jobs of epoll_fs_write.c. */
 void rl__ep_job_write(rl_req *req);

@@ -13,7 +13,9 @@
  * A write finishes what a short write left, as on io_uring (ringloop.h):
  * a pipe or socket without room makes the worker wait for it in poll(),
  * which the pool's signal interrupts, so a write to a pipe nobody reads
- * can still be cancelled, and an O_NONBLOCK fd waits the same way.
+ * can still be cancelled, and an O_NONBLOCK fd waits the same way. Such
+ * writes run in the slow lane (epoll.h): a regular worker finds out the
+ * fd's type first and hands them over.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -82,8 +84,18 @@ static int64_t write_all(rl_req *req, int fd)
 	}
 }
 
+/* A pipe, socket or device may take nothing for good (nobody reads): a
+ * write to one waits in the slow lane, never on a regular worker, whose
+ * blocked writes would hold back every stat and read behind them. */
 void rl__ep_job_write(rl_req *req)
 {
+	struct stat st;
+
+	if (!(rl__epr(req)->bflags & RL__RD_BLOCKING) &&
+	    fstat(req->fd, &st) == 0 && rl__ep_stream_type(st.st_mode)) {
+		rl__epr(req)->res[0] = RL__RES_SLOW;
+		return;
+	}
 	rl__epr(req)->res[0] = write_all(req, req->fd);
 }
 

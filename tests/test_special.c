@@ -511,3 +511,76 @@ BACKEND_TEST(special, char_devices)
 	free(r3.buf);
 	tclose(loop);
 }
+
+/*
+ * Writes into pipes nobody reads (more of them than the epoll backend has
+ * workers) wait for room for good: the stats and reads behind them must
+ * complete meanwhile, and a cancel ends the writes.
+ */
+BACKEND_TEST(special, blocked_pipe_writes_do_not_starve_the_pool)
+{
+	enum { W = 3, QUICK = 10, SIZE = 1 << 20 };
+	const char *path = keep_path(tfile("quick", 12));
+	static char data[SIZE];
+	struct seen ws[W] = { { 0 } };
+	rl_req wreqs[W], quick[QUICK];
+	char qbuf[QUICK][16];
+	struct statx stx[QUICK];
+	struct starve st = { QUICK, false };
+	struct rl_options opt;
+	rl_timer timer;
+	int p[W][2];
+	rl_loop *loop;
+
+	for (int i = 0; i < W; i++)
+		cr_assert_eq(pipe2(p[i], O_CLOEXEC), 0);
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < W; i++) {
+		wreqs[i] = (rl_req){ .data = &ws[i] };
+		cr_assert_eq(rl_fs_write(loop, &wreqs[i], p[i][1], data, SIZE,
+					 -1, seen_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	sleep_ms(50);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 0; i < QUICK; i++) {
+		quick[i] = (rl_req){ .data = &st };
+		if (i % 2)
+			cr_assert_eq(rl_fs_stat(loop, &quick[i], path, &stx[i],
+						starve_cb),
+				     0);
+		else
+			cr_assert_eq(rl_fs_read_file(loop, &quick[i], path,
+						     qbuf[i], sizeof(qbuf[i]),
+						     0, starve_cb),
+				     0);
+	}
+	rl_timer_init(&timer);
+	timer.data = &st;
+	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
+	while (st.left > 0 && !st.timed_out)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert(!st.timed_out, "%d requests still stuck behind the writes",
+		  st.left);
+	for (int i = 0; i < W; i++) {
+		cr_assert_eq(ws[i].calls, 0, "nobody reads the pipe");
+		cr_assert_eq(rl_cancel(loop, &wreqs[i]), 0);
+	}
+	rl_timer_cancel(loop, &timer);
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < W; i++) {
+		cr_assert_eq(ws[i].calls, 1);
+		cr_assert_eq(ws[i].result, -ECANCELED, "%lld",
+			     (long long)ws[i].result);
+	}
+	tclose(loop);
+	for (int i = 0; i < W; i++) {
+		close(p[i][0]);
+		close(p[i][1]);
+	}
+}
