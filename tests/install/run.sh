@@ -213,8 +213,8 @@ SORTED=1 run coro_cancel "reader: waiting for a pipe nobody writes to
 sleeper: sleeping for a minute
 watchdog: 50 ms passed, stopping the loop
 main: closing the loop
-reader: read returned request cancelled
-sleeper: sleep returned request cancelled
+reader: read returned Operation canceled
+sleeper: sleep returned Operation canceled
 main: closed"
 
 printf 'hello\n' >"$tmp/hello6"
@@ -231,8 +231,8 @@ reader: waiting for a pipe nobody writes to
 sleeper: sleeping for a minute
 watchdog: 50 ms passed, stopping the loop
 main: closing the loop
-reader: read returned request cancelled
-sleeper: sleep returned request cancelled
+reader: read returned Operation canceled
+sleeper: sleep returned Operation canceled
 main: closed
 EOF
 )"
