@@ -185,7 +185,8 @@ static int uring_init(rl_loop *loop, const struct rl_options *opt)
 	u->efd = -1;
 	ret = uring_setup(loop, u, opt);
 	if (ret < 0) {
-		if (loop->be)
+		/* Set up far enough to be the loop's: its destroy frees it. */
+		if (loop->be == u)
 			uring_destroy(loop);
 		else
 			free(u);
