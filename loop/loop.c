@@ -267,10 +267,14 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 		}
 		/* What ran cannot be taken back. A close that ran: -ECANCELED
 		 * would tell the caller the fd is still open (see
-		 * rl_fs_close()). A read that took bytes: on a stream they
-		 * are gone from it, so the caller must get them. */
+		 * rl_fs_close()). A read or receive that took bytes: from a
+		 * pipe or a socket they are gone, so the caller must get
+		 * them. */
+		bool took = req->op == RL_OP_READ || req->op == RL_OP_READV ||
+			    req->op == RL_OP_READ_FIXED ||
+			    req->op == RL_OP_RECV || req->op == RL_OP_RECVMSG;
 		bool ran = (req->op == RL_OP_CLOSE && result != -ECANCELED) ||
-			   (req->op == RL_OP_READ && result > 0);
+			   (took && result > 0);
 
 		if (!ran)
 			result = -ECANCELED;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -583,4 +584,53 @@ BACKEND_TEST(special, blocked_pipe_writes_do_not_starve_the_pool)
 		close(p[i][0]);
 		close(p[i][1]);
 	}
+}
+
+/* The same for a receive on a socket: bytes it took are reported, never
+ * lost to a late cancel. */
+BACKEND_TEST(special, cancelled_socket_recv_keeps_its_bytes)
+{
+	enum { ROUNDS = 50 };
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	for (int i = 0; i < ROUNDS; i++) {
+		struct seen s = { 0 };
+		rl_req req = { .data = &s };
+		char buf[16], rest[16];
+		ssize_t left;
+		int sv[2], ret;
+
+		cr_assert_eq(
+			socketpair(AF_UNIX,
+				   SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				   0, sv),
+			0);
+		cr_assert_eq(rl_net_recv(loop, &req, sv[0], buf, sizeof(buf),
+					 seen_cb),
+			     0);
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_eq(write(sv[1], "abc", 3), 3);
+		sleep_ms(i % 5);
+		ret = rl_cancel(loop, &req);
+		cr_assert(ret == 0 || ret == -ENOENT, "cancel: %d", ret);
+		trun(loop);
+		cr_assert_eq(s.calls, 1);
+		left = read(sv[0], rest, sizeof(rest));
+		if (s.result == -ECANCELED) {
+			cr_assert_eq(left, 3,
+				     "round %d: cancelled, and the "
+				     "bytes are gone from the socket",
+				     i);
+		} else {
+			cr_assert_eq(s.result, 3, "round %d: %lld", i,
+				     (long long)s.result);
+			cr_assert_eq(memcmp(buf, "abc", 3), 0);
+			cr_assert_lt(left, 0, "received twice");
+		}
+		close(sv[0]);
+		close(sv[1]);
+	}
+	alarm(0);
+	tclose(loop);
 }

@@ -14,8 +14,9 @@
  *     runs. errno is never used as a channel.
  *   - rl_cancel() on a request in flight makes its callback run with
  *     -ECANCELED, unless the request did its work before the cancel could
- *     stop it and undoing it is impossible (a read that took bytes from a
- *     stream, a close: see rl_fs_read() and rl_fs_close());
+ *     stop it and undoing it is impossible (a read or receive that took
+ *     bytes from a pipe or socket, a close: see rl_fs_read() and
+ *     rl_fs_close());
  *     rl_loop_close() cancels everything still in flight and runs every
  *     pending callback before it frees the loop.
  *   - Stream requests (rl_net_accept(), rl_net_recv_stream()) are the one
@@ -546,7 +547,8 @@ int rl_fs_write_file(rl_loop *loop, rl_req *req, const char *path,
 /*
  * Cancels a request in flight: its callback runs with -ECANCELED, or with
  * its real result when it did what cannot be undone before the cancel
- * reached it (a read that took bytes from a stream, a close that ran).
+ * reached it (a read, readv, read_fixed, recv or recvmsg that took bytes,
+ * which are gone from a pipe or a socket; a close that ran).
  * Returns 0, -ENOENT when the request is not in flight (done, or never
  * submitted), or -EALREADY when it was cancelled already. What a cancelled
  * request did before it stopped stays done: a cancelled write, rename or
