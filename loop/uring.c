@@ -76,6 +76,8 @@ static unsigned setup_flags(unsigned f)
 		s |= IORING_SETUP_DEFER_TASKRUN;
 	if (f & RL_COOP_TASKRUN)
 		s |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+	if (f & RL_IOPOLL)
+		s |= IORING_SETUP_IOPOLL;
 	return s;
 }
 
@@ -144,6 +146,7 @@ static int uring_setup(rl_loop *loop, struct rl__uring *u,
 		return ret;
 	loop->be = u;
 	u->sqpoll = opt->flags & RL_SQPOLL;
+	u->iopoll = opt->flags & RL_IOPOLL;
 	u->sqe_flags = (opt->flags & RL_FORCE_ASYNC) ? IOSQE_ASYNC : 0;
 	if (p.sq_entries < MIN_ENTRIES || p.cq_entries <= CQ_SPARE + 3)
 		return -EINVAL;
@@ -504,7 +507,17 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		u->error = 0;
 		return ret;
 	}
-	if (io_uring_cq_ready(&u->ring) || timeout_ns == 0) {
+	/* IOPOLL: polled I/O completes only when an enter polls for it, and
+	 * the kernel fails the wake-up read (an eventfd cannot be polled) at
+	 * once on such a ring, which would end every wait before it polled.
+	 * So the loop never sleeps in the kernel there: each wait is one
+	 * enter that submits and polls, and rl_run() comes round again. */
+	if (u->iopoll) {
+		count_submit(loop, u, true);
+		ret = io_uring_submit_and_get_events(&u->ring);
+		if (ret < 0 && ret != -EBUSY && ret != -EINTR)
+			return ret;
+	} else if (io_uring_cq_ready(&u->ring) || timeout_ns == 0) {
 		/* Completions are there already, or the caller must not
 		 * block: submit what is queued and take what is ready. With
 		 * DEFER_TASKRUN, completions only appear from an enter. */

@@ -51,6 +51,7 @@ struct rl__uring {
 	bool direct;	/* direct descriptors registered */
 	bool link;	/* read_file as one linked chain */
 	bool sqpoll;
+	bool iopoll;	/* RL_IOPOLL: wait by polling, never sleep */
 	uint8_t sqe_flags; /* on every file request's SQEs (IOSQE_ASYNC) */
 	bool closing;
 	int error; /* a submit failed for good: the next wait says so */

@@ -1131,6 +1131,77 @@ BACKEND_TEST(fs_write, o_direct_aligned_and_misaligned)
 	tclose(loop);
 }
 
+static void count_fired(rl_timer *timer, int status)
+{
+	if (status == 0)
+		++*(int *)timer->data;
+}
+
+/*
+ * RL_IOPOLL: on io_uring the ring polls for direct I/O. The kernel
+ * refuses any request it cannot poll (an open: -EINVAL), and a device
+ * without poll queues completes direct I/O with -EOPNOTSUPP (this
+ * project's virtio disk: /sys/block/vda/queue/io_poll is 0). Where it
+ * works, a direct write reads back. Timers still fire on a polling loop.
+ * On epoll the flag changes nothing.
+ */
+BACKEND_TEST(fs_write, iopoll_direct_io_or_the_kernels_answer)
+{
+	const char *path = spath("iopoll");
+	struct rl_options opt;
+	unsigned char *buf;
+	rl_timer timer;
+	struct one o;
+	int64_t r;
+	rl_loop *loop;
+	int fd, fired = 0;
+
+	rl_options_init(&opt);
+	opt.flags = RL_IOPOLL;
+	loop = tloop_opts(tp, &opt);
+	fd = open(path, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == EINVAL) {
+		tclose(loop);
+		cr_skip_test("%s: no O_DIRECT on this file system", tdir());
+	}
+	cr_assert_geq(fd, 0, "%s", strerror(errno));
+	cr_assert_eq(posix_memalign((void **)&buf, 4096, 2 * 4096), 0);
+	for (size_t i = 0; i < 4096; i++)
+		buf[i] = tbyte("iopoll", i);
+	cr_assert_eq(rl_fs_open(loop, one_req(&o), path, O_RDONLY, 0, tseen_cb),
+		     0);
+	r = one_result(loop, &o);
+	if (tp->backend == RL_BACKEND_URING)
+		cr_assert_eq(r, -EINVAL, "an open on an IOPOLL ring: %lld",
+			     (long long)r);
+	else
+		cr_assert_eq(do_close(loop, (int)r), 0);
+	/* (ext4 may complete a direct write that extends the file without
+	 * polling; the read of it then goes to the device.) */
+	r = do_write(loop, fd, buf, 4096, 0);
+	if (r == 4096) {
+		cr_assert_eq(rl_fs_read(loop, one_req(&o), fd, buf + 4096, 4096,
+					0, tseen_cb),
+			     0);
+		r = one_result(loop, &o);
+	}
+	if (tp->backend == RL_BACKEND_URING && r == -EOPNOTSUPP) {
+		cr_log_info("IOPOLL: the device of %s has no poll queues",
+			    tdir());
+	} else {
+		cr_assert_eq(r, 4096, "%s", rl_strerror((int)r));
+		tcheck("iopoll", buf + 4096, 4096);
+	}
+	rl_timer_init(&timer);
+	timer.data = &fired;
+	cr_assert_eq(rl_timer_start(loop, &timer, 1, 0, count_fired), 0);
+	trun(loop);
+	cr_assert_eq(fired, 1);
+	close(fd);
+	free(buf);
+	tclose(loop);
+}
+
 /* --------------------------------------------------- registered buffers */
 
 BACKEND_TEST(fs_write, fixed_buffers_round_trip)

@@ -81,6 +81,14 @@ enum rl_flags {
 	RL_FORCE_ASYNC = 1u << 9,    /* io_uring: IOSQE_ASYNC on every file
 				      * request, so io-wq workers run them
 				      * (see iowq_max for their number) */
+	RL_IOPOLL = 1u << 10,	     /* io_uring: IORING_SETUP_IOPOLL. Only
+				      * reads and writes of O_DIRECT fds work
+				      * on such a ring: the kernel refuses
+				      * every other request (an open too)
+				      * with -EINVAL, and direct I/O on a
+				      * device without poll queues with
+				      * -EOPNOTSUPP. The loop then polls and
+				      * never sleeps in the kernel. */
 };
 
 /* The default of rl_options.read_file_max: 1 GiB. */
