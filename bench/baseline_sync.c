@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +55,42 @@ static ssize_t sync_read_file(const char *path, unsigned char *buf, size_t cap,
 	return r < 0 ? r : (ssize_t)got;
 }
 
-/* The reads [first, last) of a run, each checked (and timed when lat is
- * set); errors and syscalls go to the caller's counters. */
+/*
+ * One write of a whole file, as a synchronous program does it: open with
+ * O_CREAT | O_TRUNC, write (all of it), fsync when asked, close. Returns
+ * the bytes written or -errno, and adds the syscalls it made to *nsys.
+ */
+static ssize_t sync_write_file(const char *path, const unsigned char *buf,
+			       size_t len, bool fsync_it, uint64_t *nsys)
+{
+	size_t done = 0;
+	ssize_t r = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	(*nsys)++;
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		(*nsys)++;
+		r = write(fd, buf + done, len - done);
+		if (r < 0)
+			break;
+		done += (size_t)r;
+	}
+	if (r >= 0 && fsync_it) {
+		(*nsys)++;
+		if (fsync(fd) < 0)
+			r = -1;
+	}
+	if (r < 0)
+		r = -errno;
+	close(fd);
+	(*nsys)++;
+	return r < 0 ? r : (ssize_t)done;
+}
+
+/* The reads (or writes) [first, last) of a run, each checked (and timed
+ * when lat is set); errors and syscalls go to the caller's counters. */
 static void sync_reads(const struct bench_ctx *ctx, unsigned first,
 		       unsigned last, unsigned char *buf,
 		       struct bench_hist *lat, uint64_t *errors, uint64_t *nsys)
@@ -65,10 +100,19 @@ static void sync_reads(const struct bench_ctx *ctx, unsigned first,
 	check.errors = 0;
 	for (unsigned i = first; i < last; i++) {
 		uint64_t t0 = lat ? bench_now_ns() : 0;
-		ssize_t got = sync_read_file(bench_path(ctx, i), buf,
-					     ctx->size + 1, nsys);
 
-		bench_check(&check, got, buf);
+		if (ctx->op == BENCH_WRITE_FILE) {
+			ssize_t put = sync_write_file(
+				bench_path(ctx, i), ctx->expect, ctx->size,
+				ctx->write_flags & RL_WRITE_FILE_FSYNC, nsys);
+
+			bench_check_write(&check, put);
+		} else {
+			ssize_t got = sync_read_file(bench_path(ctx, i), buf,
+						     ctx->size + 1, nsys);
+
+			bench_check(&check, got, buf);
+		}
 		if (lat)
 			bench_hist_add(lat, bench_now_ns() - t0);
 	}

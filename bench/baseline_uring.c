@@ -14,6 +14,10 @@
  * CQE can reach user space before the linked close has run, and a slot is
  * only reused once its close has completed.
  *
+ * write (ctx->op): openat with O_CREAT | O_TRUNC -> write -> [fsync] ->
+ * close, the write and the fsync hard links for the same reason; the
+ * fsync's CQE is skipped on success.
+ *
  * parallel keeps bench_raw_uring_window() chains in flight, blocking one.
  * The ring takes the io_uring setup knobs the loop cells run with (SQPOLL,
  * SINGLE_ISSUER, DEFER_TASKRUN, COOP_TASKRUN, a registered ring fd, the
@@ -22,13 +26,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "bench.h"
 
-enum { TAG_OPEN, TAG_READ, TAG_CLOSE };
+enum { TAG_OPEN, TAG_READ, TAG_CLOSE, TAG_FSYNC };
 
 struct raw {
 	struct io_uring ring;
@@ -109,7 +114,7 @@ int bench_raw_uring_open(struct bench_ctx *ctx)
 		p.flags |= IORING_SETUP_DEFER_TASKRUN;
 	if (o->flags & RL_COOP_TASKRUN)
 		p.flags |= IORING_SETUP_COOP_TASKRUN;
-	/* Three SQEs per chain, two CQEs (read, close) per chain. */
+	/* Up to four SQEs per chain, two CQEs (read, close) per chain. */
 	ret = io_uring_queue_init_params(4 * r->slots, &r->ring, &p);
 	if (ret < 0) {
 		r->ring.ring_fd = -1;
@@ -139,19 +144,36 @@ static void start_chain(struct bench_ctx *ctx, struct raw *r, unsigned op)
 	unsigned slot = r->free_slots[--r->nfree];
 	struct io_uring_sqe *sqe;
 
+	bool write = ctx->op == BENCH_WRITE_FILE;
+
 	r->op_of_slot[slot] = op;
 	bench_op_start(ctx, op);
 	sqe = io_uring_get_sqe(&r->ring);
 	io_uring_prep_openat_direct(sqe, AT_FDCWD, bench_path(ctx, op),
-				    O_RDONLY, 0, slot);
+				    write ? O_WRONLY | O_CREAT | O_TRUNC
+					  : O_RDONLY,
+				    write ? 0644 : 0, slot);
 	sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, (uint64_t)slot << 2 | TAG_OPEN);
 
 	sqe = io_uring_get_sqe(&r->ring);
-	io_uring_prep_read(sqe, (int)slot, r->bufs + (size_t)slot * r->cap,
-			   (unsigned)r->cap, 0);
+	if (write)
+		io_uring_prep_write(sqe, (int)slot, ctx->expect,
+				    (unsigned)ctx->size, 0);
+	else
+		io_uring_prep_read(sqe, (int)slot,
+				   r->bufs + (size_t)slot * r->cap,
+				   (unsigned)r->cap, 0);
 	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
 	io_uring_sqe_set_data64(sqe, (uint64_t)slot << 2 | TAG_READ);
+
+	if (write && (ctx->write_flags & RL_WRITE_FILE_FSYNC)) {
+		sqe = io_uring_get_sqe(&r->ring);
+		io_uring_prep_fsync(sqe, (int)slot, 0);
+		sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK |
+			      IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, (uint64_t)slot << 2 | TAG_FSYNC);
+	}
 
 	sqe = io_uring_get_sqe(&r->ring);
 	io_uring_prep_close_direct(sqe, slot);
@@ -168,7 +190,14 @@ static int reap_one(struct bench_ctx *ctx, struct raw *r,
 	switch (cqe->user_data & 3) {
 	case TAG_READ:
 		bench_op_done(ctx, op);
-		bench_check(ctx, cqe->res, r->bufs + (size_t)slot * r->cap);
+		if (ctx->op == BENCH_WRITE_FILE)
+			bench_check_write(ctx, cqe->res);
+		else
+			bench_check(ctx, cqe->res,
+				    r->bufs + (size_t)slot * r->cap);
+		return 0;
+	case TAG_FSYNC: /* failed: its CQE is skipped on success */
+		ctx->errors++;
 		return 0;
 	case TAG_OPEN: /* failed: the read and the close were cancelled */
 		bench_op_done(ctx, op);

@@ -12,6 +12,17 @@
  *             window > 0), then wait for all of them;
  *   blocking: each read starts when the previous one has finished.
  *
+ * The same two patterns serve the storage scenarios: ctx->op says what
+ * each operation is, a read_file of paths[i] (the seed's reads, and cold,
+ * whose files' page cache is dropped before every run) or a write_file of
+ * paths[i] (write: every file a new one, written with ctx->write_flags and
+ * checked after the run by the driver).
+ *
+ * randread and randwrite (ctx->rand set) are a third pattern: rand->qd
+ * operations in flight on one O_DIRECT file, each one followed by the
+ * next at a new random block, for a fixed time or operation count; the
+ * function counts what completed in ctx->ops (rand.h).
+ *
  * The styles run on ctx->loop; the baselines (sync, sync-mt, raw-uring)
  * have no loop and count their own syscalls in ctx->syscalls.
  *
@@ -31,6 +42,13 @@
 #include "ringloop/ringloop.h"
 #include "stats.h"
 
+enum bench_op {
+	BENCH_READ_FILE = 0, /* read paths[i] whole, compare with expect */
+	BENCH_WRITE_FILE,    /* write expect to paths[i], a new file */
+};
+
+struct bench_rand;
+
 struct bench_ctx {
 	rl_loop *loop;		      /* NULL for the baselines */
 	const struct rl_options *opt; /* the knobs every cell runs with */
@@ -46,6 +64,13 @@ struct bench_ctx {
 	void *style_state;	/* a style's own state, kept across runs */
 	struct bench_hist *lat; /* where latencies go, or NULL */
 	uint64_t *lat_t0;	/* n start times, indexed by read */
+
+	int op;			 /* enum bench_op */
+	unsigned write_flags;	 /* write: RL_WRITE_FILE_* (FSYNC) */
+	struct bench_rand *rand; /* randread, randwrite: else NULL */
+	uint64_t ops;		 /* what a run completed, when it is not n */
+	double resident;	 /* cold: share of pages resident before the
+				* run (set by the driver), else < 0 */
 };
 
 typedef int (*bench_fn)(struct bench_ctx *ctx);
@@ -87,6 +112,13 @@ static inline void bench_check(struct bench_ctx *ctx, int64_t result,
 		}
 }
 
+/* Checks one finished write: all of it, or an error. */
+static inline void bench_check_write(struct bench_ctx *ctx, int64_t result)
+{
+	if (result != (int64_t)ctx->size)
+		ctx->errors++;
+}
+
 static inline const char *bench_path(const struct bench_ctx *ctx, unsigned i)
 {
 	return ctx->paths[i % ctx->npaths];
@@ -95,10 +127,13 @@ static inline const char *bench_path(const struct bench_ctx *ctx, unsigned i)
 /* The styles, one file each (bench_<style>.c). */
 int bench_callback_parallel(struct bench_ctx *ctx);
 int bench_callback_blocking(struct bench_ctx *ctx);
+int bench_callback_rand(struct bench_ctx *ctx);
 int bench_promise_parallel(struct bench_ctx *ctx);
 int bench_promise_blocking(struct bench_ctx *ctx);
+int bench_promise_rand(struct bench_ctx *ctx);
 int bench_coro_parallel(struct bench_ctx *ctx);
 int bench_coro_blocking(struct bench_ctx *ctx);
+int bench_coro_rand(struct bench_ctx *ctx);
 
 /* Frees what a style kept in ctx->style_state across runs. The driver
  * calls it after the style's last run, before closing the loop. */
@@ -112,12 +147,14 @@ void bench_coro_free(struct bench_ctx *ctx);
  * (0 or -errno), close() frees it.
  *
  *   sync:      open, fstat, read, close in one thread, as a synchronous
- *              program does;
+ *              program does (write: open with O_CREAT | O_TRUNC, write,
+ *              fsync when asked, close);
  *   sync-mt:   the same loop, the n reads split over one thread per CPU
  *              the process may run on (bench_sync_mt_threads());
  *   raw-uring: a minimal liburing program: openat into a direct slot ->
  *              read -> close, linked, with RAW_URING_WINDOW reads in flight
- *              (parallel) or one (blocking).
+ *              (parallel) or one (blocking); write: openat (O_CREAT |
+ *              O_TRUNC) -> write -> [fsync] -> close.
  */
 int bench_sync_open(struct bench_ctx *ctx);
 int bench_sync_run(struct bench_ctx *ctx);
@@ -134,6 +171,21 @@ int bench_raw_uring_blocking(struct bench_ctx *ctx);
 void bench_raw_uring_close(struct bench_ctx *ctx);
 /* The reads raw-uring keeps in flight in the parallel scenario. */
 unsigned bench_raw_uring_window(const struct bench_ctx *ctx);
+
+/*
+ * The limits of randread and randwrite (baseline_rand.c), on ctx->rand:
+ *   sync:      rand->qd threads, each a loop of pread/pwrite on the file,
+ *              one operation in flight per thread (fio's psync engine
+ *              with as many jobs as the queue depth);
+ *   raw-uring: a minimal liburing program keeping rand->qd reads or
+ *              writes in flight (fio's io_uring engine).
+ */
+int bench_sync_rand_open(struct bench_ctx *ctx);
+int bench_sync_rand_run(struct bench_ctx *ctx);
+void bench_sync_rand_close(struct bench_ctx *ctx);
+int bench_raw_uring_rand_open(struct bench_ctx *ctx);
+int bench_raw_uring_rand_run(struct bench_ctx *ctx);
+void bench_raw_uring_rand_close(struct bench_ctx *ctx);
 
 /* ringbench --micro: the coroutine switch round trip in ns (bench_coro.c). */
 double bench_coro_switch_ns(unsigned iterations);

@@ -9,6 +9,10 @@
  * one coroutine reads n times in a plain loop, the seed's "await in a for
  * loop".
  *
+ * The write scenario is the same with write_file in place of read_file.
+ * rand: qd coroutines, each reading (or writing) a random block in a loop
+ * until the run is over (rand.h).
+ *
  * The scheduler (and its stack pool) lives in ctx->style_state across the
  * runs on one loop, so the runs measure the steady state: stacks come
  * from the pool, no mmap per coroutine. bench_coro_free() closes it before
@@ -19,6 +23,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "rand.h"
 #include "ringloop/coro.h"
 #include "coro_internal.h"
 
@@ -56,20 +61,35 @@ void bench_coro_free(struct bench_ctx *ctx)
 static void read_checked(struct bench_ctx *ctx, unsigned i)
 {
 	char small[STACK_BUF];
-	void *buf = ctx->size <= sizeof(small) ? small : malloc(ctx->size);
-	size_t len = ctx->size <= sizeof(small) ? sizeof(small) : ctx->size;
-	int64_t ret;
 
-	if (!buf) {
-		ctx->errors++;
+	if (ctx->op == BENCH_WRITE_FILE) {
+		int64_t ret;
+
+		bench_op_start(ctx, i);
+		ret = rl_coro_fs_write_file(bench_path(ctx, i), ctx->expect,
+					    ctx->size, ctx->write_flags, 0644);
+		bench_op_done(ctx, i);
+		bench_check_write(ctx, ret);
 		return;
 	}
-	bench_op_start(ctx, i);
-	ret = rl_coro_fs_read_file(bench_path(ctx, i), buf, len);
-	bench_op_done(ctx, i);
-	bench_check(ctx, ret, buf);
-	if (buf != small)
-		free(buf);
+	{
+		void *buf =
+			ctx->size <= sizeof(small) ? small : malloc(ctx->size);
+		size_t len =
+			ctx->size <= sizeof(small) ? sizeof(small) : ctx->size;
+		int64_t ret;
+
+		if (!buf) {
+			ctx->errors++;
+			return;
+		}
+		bench_op_start(ctx, i);
+		ret = rl_coro_fs_read_file(bench_path(ctx, i), buf, len);
+		bench_op_done(ctx, i);
+		bench_check(ctx, ret, buf);
+		if (buf != small)
+			free(buf);
+	}
 }
 
 struct reader_arg {
@@ -167,6 +187,66 @@ static int64_t blocking(void *arg)
 int bench_coro_blocking(struct bench_ctx *ctx)
 {
 	return run_coro(ctx, blocking, ctx);
+}
+
+/* ------------------------------------------------------------ random I/O */
+
+struct rand_lane {
+	struct bench_ctx *ctx;
+	unsigned lane;
+};
+
+static int64_t rand_lane(void *arg)
+{
+	struct rand_lane *l = arg;
+	struct bench_ctx *ctx = l->ctx;
+	struct bench_rand *r = ctx->rand;
+	unsigned char *buf = bench_rand_buf(r, l->lane);
+
+	while (bench_rand_more(r)) {
+		int64_t off = (int64_t)bench_rand_issue(ctx, l->lane), ret;
+
+		if (r->write)
+			ret = r->fixed ? rl_coro_fs_write_fixed(r->fd, buf,
+								r->bs, off,
+								l->lane)
+				       : rl_coro_fs_write(r->fd, buf, r->bs,
+							  off);
+		else
+			ret = r->fixed
+				      ? rl_coro_fs_read_fixed(r->fd, buf, r->bs,
+							      off, l->lane)
+				      : rl_coro_fs_read(r->fd, buf, r->bs, off);
+		bench_rand_complete(ctx, l->lane, ret);
+	}
+	return 0;
+}
+
+int bench_coro_rand(struct bench_ctx *ctx)
+{
+	rl_coro_ctx *s = sched_for(ctx);
+	unsigned qd = ctx->rand->qd;
+	struct rand_lane *lanes = calloc(qd, sizeof(*lanes));
+	int ret = 0;
+
+	if (!s || !lanes) {
+		free(lanes);
+		return -ENOMEM;
+	}
+	bench_rand_begin(ctx);
+	for (unsigned i = 0; i < qd && ret == 0; i++) {
+		lanes[i] = (struct rand_lane){ ctx, i };
+		ret = rl_coro_spawn(s, NULL, rand_lane, &lanes[i], NULL);
+	}
+	/* The lanes spawned run to their end either way: they use lanes[]. */
+	{
+		int r = rl_run(ctx->loop, RL_RUN_DEFAULT);
+
+		if (ret == 0 && r < 0)
+			ret = r;
+	}
+	free(lanes);
+	return ret;
 }
 
 /* ------------------------------------------------------------ the switch */

@@ -22,6 +22,13 @@ struct bench_opts bench_opt = {
 	.size = 12,
 	.latency = true,
 	.limits = true,
+	.cold_files = 10000,
+	.qd = { 1, 8, 32, 128 },
+	.nqd = 4,
+	.bs = 4096,
+	.rand_size = 1ull << 30,
+	.run_ms = 1000,
+	.pool_qd = true,
 };
 
 static void usage(FILE *f)
@@ -32,7 +39,10 @@ static void usage(FILE *f)
 		"                     (the text report goes to stderr)\n"
 		"  --backend LIST     sync,sync-mt,raw-uring,uring,epoll,epoll-pool (all)\n"
 		"  --style LIST       baseline,callback,promise,coro (all)\n"
-		"  --scenario LIST    parallel,blocking (both)\n"
+		"  --scenario LIST    parallel,blocking (the default: the seed's reads of a\n"
+		"                     cached file), write, cold, randread, randwrite;\n"
+		"                     storage = the last four; all = every one\n"
+		"  --mode LIST        write, cold: parallel,blocking (both)\n"
 		"  --no-limits        only the rows asked for, not the limits they are\n"
 		"                     compared with (sync-mt, raw-uring, sync)\n"
 		"  -n N               reads per run (10000; 1..%u)\n"
@@ -57,12 +67,33 @@ static void usage(FILE *f)
 		"  --no-inline        epoll: no inline fast path (pool only)\n"
 		"  --coro-window W    coro: a start waits while W coroutines wait for I/O\n"
 		"                     (%d; 0 = never wait)\n"
+		"storage:\n"
+		"  --fsync            write: fsync each file before closing it\n"
+		"  --cold-files K     cold: K distinct files, read n times in all (10000;\n"
+		"                     1..%u)\n"
+		"  --qd LIST          randread, randwrite: queue depths (1,8,32,128; 1..%u)\n"
+		"  --bs BYTES         their block size (4K; a multiple of 512, up to 1M)\n"
+		"  --rand-size BYTES  their file's size (1G; made once and reused)\n"
+		"  --rand-file PATH   their file (bench/data/rand-<size>.dat, or under\n"
+		"                     $TMPDIR when not run from the repository)\n"
+		"  --no-layout        take --rand-file as it is, never lay it out (its\n"
+		"                     blocks must be ringbench's: the cells check them)\n"
+		"  --time MS          a random I/O run lasts MS milliseconds (1000)...\n"
+		"  --ops N            ...or N operations\n"
+		"  --fixed-bufs       registered buffers (read/write_fixed)\n"
+		"  --no-pool-qd       no epoll-pool rows with as many threads as the qd\n"
+		"  --force-async      io_uring: IOSQE_ASYNC on every file request\n"
+		"  --iopoll           io_uring: IORING_SETUP_IOPOLL\n"
+		"  --drop-cache PATH  drop the page cache of PATH (a file, or the files\n"
+		"                     of a directory), print the share of its pages\n"
+		"                     still resident, and exit (for scripts/peers.sh)\n"
 		"  --micro            also measure the coroutine switch round trip\n"
 		"  --out DIR          write DIR/<timestamp>.json and .csv (bench/results)\n"
 		"  --no-out           write no result files\n"
 		"  --help             this text\n",
 		BENCH_MAX_N, BENCH_MAX_RUNS, BENCH_MAX_WARMUP, BENCH_MAX_FILES,
-		BENCH_MAX_ENTRIES, BENCH_MAX_CQ_ENTRIES, RL_CORO_START_WINDOW);
+		BENCH_MAX_ENTRIES, BENCH_MAX_CQ_ENTRIES, RL_CORO_START_WINDOW,
+		BENCH_MAX_COLD_FILES, BENCH_MAX_QD);
 }
 
 static void bad(const char *opt, const char *what, const char *value)
@@ -94,16 +125,17 @@ static unsigned long long num(const char *opt, const char *s,
 	return v;
 }
 
-/* Bytes, with an optional K/M/G suffix (KiB, kB... are the same here). */
-static size_t size_arg(const char *s)
+/* Bytes, with an optional K/M/G/T suffix (KiB, kB... are the same here),
+ * at most max. */
+static unsigned long long bytes_arg(const char *opt, const char *s,
+				    unsigned long long max)
 {
-	const unsigned long long max = 1ull << 30;
 	char *end;
 	unsigned long long v;
 	unsigned shift = 0;
 
 	if (!isdigit((unsigned char)s[0]))
-		bad("--size", "not a size", s);
+		bad(opt, "not a size", s);
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	switch (*end) {
@@ -122,19 +154,45 @@ static size_t size_arg(const char *s)
 		shift = 30;
 		end++;
 		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
 	}
 	if (shift && *end == 'i')
 		end++;
 	if (shift && *end == 'B')
 		end++;
 	if (*end)
-		bad("--size", "not a size", s);
+		bad(opt, "not a size", s);
 	if (errno == ERANGE || v > (max >> shift)) {
-		fprintf(stderr, "ringbench: --size: '%s' is more than 1 GiB\n",
-			s);
+		fprintf(stderr, "ringbench: %s: '%s' is more than %llu %s\n",
+			opt, s, max >= (1ull << 30) ? max >> 30 : max >> 10,
+			max >= (1ull << 30) ? "GiB" : "KiB");
 		exit(2);
 	}
-	return (size_t)(v << shift);
+	return v << shift;
+}
+
+/* A comma-separated list of queue depths. */
+static void qd_list(const char *s)
+{
+	char buf[256], *tok, *save = NULL;
+
+	if (strlen(s) >= sizeof(buf))
+		bad("--qd", "too long", s);
+	snprintf(buf, sizeof(buf), "%s", s);
+	bench_opt.nqd = 0;
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (bench_opt.nqd == BENCH_MAX_QDS)
+			bad("--qd", "more than 8 depths", s);
+		bench_opt.qd[bench_opt.nqd++] =
+			(unsigned)num("--qd", tok, 1, BENCH_MAX_QD);
+	}
+	if (!bench_opt.nqd)
+		bad("--qd", "no depth", s);
 }
 
 static void record_args(int argc, char **argv)
@@ -184,7 +242,22 @@ void bench_opts_parse(int argc, char **argv)
 		O_OUT,
 		O_NOOUT,
 		O_NOLAT,
-		O_NOLIMITS
+		O_NOLIMITS,
+		O_MODE,
+		O_FSYNC,
+		O_COLDFILES,
+		O_QD,
+		O_BS,
+		O_RANDSIZE,
+		O_RANDFILE,
+		O_TIME,
+		O_OPS,
+		O_FIXED,
+		O_NOLAYOUT,
+		O_NOPOOLQD,
+		O_FASYNC,
+		O_IOPOLL,
+		O_DROP
 	};
 	static const struct option lo[] = {
 		{ "json", no_argument, 0, O_JSON },
@@ -215,6 +288,21 @@ void bench_opts_parse(int argc, char **argv)
 		{ "no-out", no_argument, 0, O_NOOUT },
 		{ "no-latency", no_argument, 0, O_NOLAT },
 		{ "no-limits", no_argument, 0, O_NOLIMITS },
+		{ "mode", required_argument, 0, O_MODE },
+		{ "fsync", no_argument, 0, O_FSYNC },
+		{ "cold-files", required_argument, 0, O_COLDFILES },
+		{ "qd", required_argument, 0, O_QD },
+		{ "bs", required_argument, 0, O_BS },
+		{ "rand-size", required_argument, 0, O_RANDSIZE },
+		{ "rand-file", required_argument, 0, O_RANDFILE },
+		{ "time", required_argument, 0, O_TIME },
+		{ "ops", required_argument, 0, O_OPS },
+		{ "fixed-bufs", no_argument, 0, O_FIXED },
+		{ "no-layout", no_argument, 0, O_NOLAYOUT },
+		{ "no-pool-qd", no_argument, 0, O_NOPOOLQD },
+		{ "force-async", no_argument, 0, O_FASYNC },
+		{ "iopoll", no_argument, 0, O_IOPOLL },
+		{ "drop-cache", required_argument, 0, O_DROP },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -250,7 +338,8 @@ void bench_opts_parse(int argc, char **argv)
 						  BENCH_MAX_WARMUP);
 			break;
 		case O_SIZE:
-			o->size = size_arg(optarg);
+			o->size =
+				(size_t)bytes_arg("--size", optarg, 1ull << 30);
 			break;
 		case O_FILE:
 			o->file = optarg;
@@ -324,6 +413,58 @@ void bench_opts_parse(int argc, char **argv)
 		case O_NOLIMITS:
 			o->limits = false;
 			break;
+		case O_MODE:
+			o->modes = optarg;
+			break;
+		case O_FSYNC:
+			o->fsync = true;
+			break;
+		case O_COLDFILES:
+			o->cold_files = (unsigned)num("--cold-files", optarg, 1,
+						      BENCH_MAX_COLD_FILES);
+			break;
+		case O_QD:
+			qd_list(optarg);
+			break;
+		case O_BS:
+			o->bs = (size_t)bytes_arg("--bs", optarg, BENCH_MAX_BS);
+			if (!o->bs || o->bs % 512)
+				bad("--bs", "not a multiple of 512", optarg);
+			break;
+		case O_RANDSIZE:
+			o->rand_size =
+				bytes_arg("--rand-size", optarg,
+					  (uint64_t)BENCH_MAX_RAND_MB << 20);
+			break;
+		case O_RANDFILE:
+			o->rand_file = optarg;
+			break;
+		case O_TIME:
+			o->run_ms = (unsigned)num("--time", optarg, 1, 3600000);
+			o->run_ops = 0;
+			break;
+		case O_OPS:
+			o->run_ops =
+				(unsigned)num("--ops", optarg, 1, BENCH_MAX_N);
+			break;
+		case O_FIXED:
+			o->fixed_bufs = true;
+			break;
+		case O_NOLAYOUT:
+			o->no_layout = true;
+			break;
+		case O_NOPOOLQD:
+			o->pool_qd = false;
+			break;
+		case O_FASYNC:
+			o->loop.flags |= RL_FORCE_ASYNC;
+			break;
+		case O_IOPOLL:
+			o->loop.flags |= RL_IOPOLL;
+			break;
+		case O_DROP:
+			o->drop_cache = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -374,6 +515,23 @@ void bench_check_list(const char *option, const char *list,
 			break;
 		p += len + 1;
 	}
+}
+
+bool bench_scenario_selected(const char *scenario, const char *mode)
+{
+	static const char *const storage[] = { "write", "cold", "randread",
+					       "randwrite", NULL };
+	const char *list = bench_opt.scenarios;
+	bool is_storage = false, listed;
+
+	for (unsigned i = 0; storage[i]; i++)
+		is_storage |= !strcmp(storage[i], scenario);
+	if (!list)
+		listed = !is_storage;
+	else
+		listed = bench_listed(list, scenario) ||
+			 (is_storage && bench_listed(list, "storage"));
+	return listed && (!mode || bench_listed(bench_opt.modes, mode));
 }
 
 bool bench_listed(const char *list, const char *name)

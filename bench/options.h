@@ -14,7 +14,15 @@
 #define BENCH_MAX_RUNS	 101
 #define BENCH_MAX_WARMUP 100
 #define BENCH_MAX_FILES	 1024
-#define BENCH_MAX_N	 10000000u
+/* cold: distinct files whose cache is dropped; write: files per run. */
+#define BENCH_MAX_COLD_FILES 1000000u
+#define BENCH_MAX_WRITE_N    1000000u
+/* randread/randwrite: queue depths, block size, file size. */
+#define BENCH_MAX_QDS	  8
+#define BENCH_MAX_QD	  1024u
+#define BENCH_MAX_BS	  (1u << 20)
+#define BENCH_MAX_RAND_MB (1u << 20) /* 1 TiB */
+#define BENCH_MAX_N	  10000000u
 /* The kernel's limits on io_uring ring sizes (IORING_MAX_ENTRIES, and the
  * CQ size ringbench asks for at most). */
 #define BENCH_MAX_ENTRIES    32768u
@@ -29,8 +37,24 @@ struct bench_opts {
 	struct rl_options loop; /* the knobs every loop (and raw-uring) gets */
 	bool json, micro, no_out, latency, limits;
 	const char *out_dir;
-	const char *backends, *styles, *scenarios; /* NULL: all */
-	char args[1024]; /* the command line, for the meta record */
+	const char *backends, *styles; /* NULL: all */
+	const char *scenarios;	       /* NULL: parallel,blocking */
+	const char *modes;	       /* write, cold: NULL = both */
+
+	/* Storage (write, cold, randread, randwrite). */
+	bool fsync;	     /* write: fsync each file before its close */
+	unsigned cold_files; /* cold: K distinct files (10,000) */
+	unsigned qd[BENCH_MAX_QDS], nqd; /* rand: queue depths (1,8,32,128) */
+	size_t bs;			 /* rand: block size (4 KiB) */
+	uint64_t rand_size;		 /* rand: file size (1 GiB) */
+	const char *rand_file;		 /* rand: NULL = the default path */
+	unsigned run_ms;		 /* rand: a run lasts this long... */
+	unsigned run_ops;		 /* ...or this many operations */
+	bool fixed_bufs;		 /* rand: registered buffers */
+	bool no_layout;			 /* rand: take the file as it is */
+	bool pool_qd;		/* rand: epoll-pool rows with qd threads */
+	const char *drop_cache; /* --drop-cache: a utility, no bench */
+	char args[1024];	/* the command line, for the meta record */
 };
 
 extern struct bench_opts bench_opt;
@@ -48,6 +72,10 @@ void bench_check_list(const char *option, const char *list,
 
 /* Whether name is in a checked list (NULL or "all": every name is). */
 bool bench_listed(const char *list, const char *name);
+
+/* Whether a scenario (its JSON name) and a mode (parallel, blocking, or
+ * NULL for the random I/O ones) are selected. */
+bool bench_scenario_selected(const char *scenario, const char *mode);
 
 /* The knob values as they ran: what a 0 ("default") stands for. */
 unsigned bench_effective_window(void);

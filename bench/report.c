@@ -106,9 +106,12 @@ static void json_knobs(FILE *f)
 		!!(o->flags & RL_REGISTER_RING));
 	fputs("\"iowq_max\":", f);
 	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
-	fprintf(f, ",\"pool_threads\":%u,\"no_inline\":%d,\"coro_window\":%zu}",
+	fprintf(f,
+		",\"pool_threads\":%u,\"no_inline\":%d,\"force_async\":%d,"
+		"\"iopoll\":%d,\"fixed_bufs\":%d,\"coro_window\":%zu}",
 		bench_effective_pool_threads(), !!(o->flags & RL_NO_INLINE),
-		bench_effective_coro_window());
+		!!(o->flags & RL_FORCE_ASYNC), !!(o->flags & RL_IOPOLL),
+		bench_opt.fixed_bufs, bench_effective_coro_window());
 }
 
 static double pct_us(const struct bench_cell *c, double p)
@@ -118,14 +121,36 @@ static double pct_us(const struct bench_cell *c, double p)
 		       : NAN;
 }
 
+/* The bytes each operation moves: the file size of the seed's reads. */
+static size_t cell_bytes(const struct bench_cell *c)
+{
+	return c->bs ? c->bs : bench_opt.size;
+}
+
+/* What a storage cell is: queue depth, block size, and the write and
+ * cold specifics. */
+static void json_storage_id(FILE *f, const struct bench_cell *c)
+{
+	if (!c->bs)
+		return;
+	fprintf(f, ",\"qd\":%u,\"bs\":%zu", c->qd, c->bs);
+	if (c->fsync >= 0)
+		fprintf(f, ",\"fsync\":%s", c->fsync ? "true" : "false");
+	if (!strcmp(c->scenario, "cold"))
+		fprintf(f, ",\"files\":%u", bench_opt.cold_files);
+}
+
 static void json_cell(FILE *f, const struct bench_cell *c)
 {
 	fputs("{\"backend\":", f);
 	json_str(f, c->backend);
 	json_kv_str(f, "style", c->style);
 	json_kv_str(f, "scenario", c->scenario);
+	if (c->mode)
+		json_kv_str(f, "mode", c->mode);
 	fprintf(f, ",\"n\":%u,\"runs\":%u,\"warmup\":%u,\"bytes\":%zu", c->n,
-		c->runs, bench_opt.warmup, bench_opt.size);
+		c->runs, bench_opt.warmup, cell_bytes(c));
+	json_storage_id(f, c);
 	if (c->error) {
 		if (c->limit)
 			json_kv_str(f, "limit", c->limit);
@@ -149,17 +174,22 @@ static void json_cell(FILE *f, const struct bench_cell *c)
 		else
 			fputs(",\"limit\":null", f);
 		json_kv_num(f, "limit_ratio", c->limit_ratio, 3);
-		json_kv_num(f, "ops_per_s", c->n / (c->median_ms / 1e3), 0);
+		json_kv_num(f, "ops_per_s", c->iops, 0);
 		json_kv_num(f, "syscalls_per_op", c->syscalls_per_op, 3);
 		json_kv_num(f, "cpu_ms", c->cpu_median_ms, 3);
-		json_kv_num(f, "cpu_us_per_op", c->cpu_median_ms * 1e3 / c->n,
-			    3);
+		json_kv_num(f, "cpu_us_per_op", c->cpu_us_per_op, 3);
 		json_kv_num(f, "cpu_util", c->cpu_util, 3);
 		json_kv_num(f, "lat_p50_us", pct_us(c, 0.50), 3);
 		json_kv_num(f, "lat_p99_us", pct_us(c, 0.99), 3);
 		json_kv_num(f, "lat_p999_us", pct_us(c, 0.999), 3);
 		json_kv_num(f, "lat_max_us", pct_us(c, 1.0), 3);
 		fprintf(f, ",\"noisy\":%s", c->noise.noisy ? "true" : "false");
+		if (c->bs) {
+			json_kv_num(f, "iops", c->iops, 0);
+			json_kv_num(f, "mb_s", c->mb_s, 2);
+		}
+		if (c->resident >= 0)
+			json_kv_num(f, "resident_before", c->resident, 4);
 	}
 	for (unsigned i = 0; i < c->nextra; i++)
 		json_kv_num(f, c->extra[i].key, c->extra[i].value,
@@ -181,7 +211,7 @@ static void csv_num(FILE *f, double v, int decimals)
 static void csv_cell(FILE *f, const struct bench_cell *c)
 {
 	fprintf(f, "%s,%s,%s,%u,%u,%u,%zu,", c->backend, c->style, c->scenario,
-		c->n, c->runs, bench_opt.warmup, bench_opt.size);
+		c->n, c->runs, bench_opt.warmup, cell_bytes(c));
 	csv_num(f, c->median_ms, 3);
 	csv_num(f, c->min_ms, 3);
 	csv_num(f, c->max_ms, 3);
@@ -190,16 +220,25 @@ static void csv_cell(FILE *f, const struct bench_cell *c)
 	csv_num(f, c->ratio, 3);
 	fprintf(f, "%s,", c->limit ? c->limit : "");
 	csv_num(f, c->limit_ratio, 3);
-	csv_num(f, c->error ? NAN : c->n / (c->median_ms / 1e3), 0);
+	csv_num(f, c->iops, 0);
 	csv_num(f, c->syscalls_per_op, 3);
 	csv_num(f, c->cpu_median_ms, 3);
-	csv_num(f, c->cpu_median_ms * 1e3 / c->n, 3);
+	csv_num(f, c->cpu_us_per_op, 3);
 	csv_num(f, c->cpu_util, 3);
 	csv_num(f, c->error ? NAN : pct_us(c, 0.50), 3);
 	csv_num(f, c->error ? NAN : pct_us(c, 0.99), 3);
 	csv_num(f, c->error ? NAN : pct_us(c, 0.999), 3);
 	csv_num(f, c->error ? NAN : pct_us(c, 1.0), 3);
 	fprintf(f, "%s,", c->error ? "" : c->noise.noisy ? "1" : "0");
+	fprintf(f, "%s,", c->mode ? c->mode : "");
+	if (c->bs)
+		fprintf(f, "%u,%zu,", c->qd, c->bs);
+	else
+		fputs(",,", f);
+	csv_num(f, c->bs ? c->iops : NAN, 0);
+	csv_num(f, c->mb_s, 2);
+	fprintf(f, "%s,", c->fsync < 0 ? "" : c->fsync ? "1" : "0");
+	csv_num(f, c->resident >= 0 ? c->resident : NAN, 4);
 	for (unsigned r = 0; r < c->runs && !c->error; r++)
 		fprintf(f, "%s%.3f", r ? " " : "", c->ms[r]);
 	fputc(',', f);
@@ -287,8 +326,55 @@ static void text_header(FILE *f, const struct bench_machine *m)
 	fflush(f);
 }
 
+/* "randread qd 32", "write parallel fsync", "cold blocking": what a
+ * storage cell is, in a few words. */
+static const char *storage_name(const struct bench_cell *c, char *buf,
+				size_t len)
+{
+	if (c->timed)
+		snprintf(buf, len, "%s qd %u", c->scenario, c->qd);
+	else
+		snprintf(buf, len, "%s %s%s", c->scenario,
+			 c->mode ? c->mode : "", c->fsync > 0 ? " fsync" : "");
+	return buf;
+}
+
+static void text_storage_progress(FILE *f, const struct bench_cell *c)
+{
+	char name[64], pool[32] = "";
+
+	for (unsigned i = 0; i < c->nextra; i++)
+		if (!strcmp(c->extra[i].key, "pool_threads"))
+			snprintf(pool, sizeof(pool), " (%.0f threads)",
+				 c->extra[i].value);
+	fprintf(f, "%-10s %-8s %-22s%s: ", c->backend, c->style,
+		storage_name(c, name, sizeof(name)), pool);
+	if (c->error) {
+		fprintf(f, "error: %s\n", c->error);
+		fflush(f);
+		return;
+	}
+	fprintf(f, "%8.0f IOPS %7.1f MB/s", c->iops, c->mb_s);
+	if (!c->timed)
+		fprintf(f, "  %8.2f ms %5.2fx sync", c->median_ms, c->ratio);
+	if (c->limit && isfinite(c->limit_ratio) && strcmp(c->limit, "sync"))
+		fprintf(f, " %5.2fx %s", c->limit_ratio, c->limit);
+	fprintf(f, "  cpu %.2f us/op", c->cpu_us_per_op);
+	if (c->has_lat)
+		fprintf(f, "  p50 %.1f p99 %.1f us", pct_us(c, 0.50),
+			pct_us(c, 0.99));
+	if (c->resident >= 0)
+		fprintf(f, "  resident %.2f%%", 100 * c->resident);
+	fprintf(f, "%s\n", c->noise.noisy ? "  NOISY" : "");
+	fflush(f);
+}
+
 static void text_progress(FILE *f, const struct bench_cell *c)
 {
+	if (c->bs) {
+		text_storage_progress(f, c);
+		return;
+	}
 	fprintf(f, "%-10s %-8s %-8s reading file %u times: ", c->backend,
 		c->style, c->scenario, c->n);
 	if (c->error) {
@@ -300,7 +386,7 @@ static void text_progress(FILE *f, const struct bench_cell *c)
 		100 * c->stdev_ms / c->median_ms, c->ratio);
 	if (c->limit && strcmp(c->limit, "sync") && isfinite(c->limit_ratio))
 		fprintf(f, " %5.2fx %s", c->limit_ratio, c->limit);
-	fprintf(f, "  cpu %.2f us/op", c->cpu_median_ms * 1e3 / c->n);
+	fprintf(f, "  cpu %.2f us/op", c->cpu_us_per_op);
 	if (c->has_lat)
 		fprintf(f, "  p99 %.1f us", pct_us(c, 0.99));
 	fprintf(f, "  %.2f syscalls/op%s\n", c->syscalls_per_op,
@@ -316,11 +402,72 @@ static void text_num(FILE *f, int width, double v, int decimals)
 		fprintf(f, " %*s", width, "-");
 }
 
+static void read_tables(FILE *f, struct bench_cell *const *cells, unsigned n);
+static void storage_table(FILE *f, struct bench_cell *const *cells, unsigned n);
+
 void bench_report_table(struct bench_cell *const *cells, unsigned n)
 {
 	FILE *f = bench_report_text();
-	unsigned noisy = 0;
+	unsigned noisy = 0, reads = 0, storage = 0;
 
+	for (unsigned i = 0; i < n; i++) {
+		storage += cells[i]->bs != 0;
+		reads += cells[i]->bs == 0;
+	}
+	if (reads)
+		read_tables(f, cells, n);
+	if (storage)
+		storage_table(f, cells, n);
+
+	fprintf(f, "\nruns (ms, in the order they ran):\n");
+	for (unsigned i = 0; i < n; i++) {
+		const struct bench_cell *c = cells[i];
+		char name[64];
+
+		if (c->error)
+			continue;
+		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style,
+			c->bs ? storage_name(c, name, sizeof(name))
+			      : c->scenario);
+		for (unsigned r = 0; r < c->runs; r++)
+			fprintf(f, " %.2f", c->ms[r]);
+		fputc('\n', f);
+		noisy += c->noise.noisy;
+	}
+	if (noisy) {
+		fprintf(f,
+			"\nNOISY: %u cell%s whose slowest run took more than "
+			"%.1fx its fastest (random I/O: its lowest rate), or "
+			"whose stdev is more than %.0f%% of its median:\n",
+			noisy, noisy == 1 ? "" : "s", BENCH_NOISE_SPREAD,
+			100 * BENCH_NOISE_CV);
+		for (unsigned i = 0; i < n; i++) {
+			const struct bench_cell *c = cells[i];
+			char name[64];
+
+			if (c->error || !c->noise.noisy)
+				continue;
+			fprintf(f, "  %s %s %s: max/min %.2f, stdev %.0f%%\n",
+				c->backend, c->style,
+				c->bs ? storage_name(c, name, sizeof(name))
+				      : c->scenario,
+				c->noise.spread, 100 * c->noise.cv);
+		}
+		fprintf(f,
+			"  Their ratios are worth less. Run again with more "
+			"runs (--runs %u), on a quieter machine (nothing else "
+			"running; a VM's neighbours count too), and compare "
+			"runs with scripts/compare.sh.\n",
+			bench_opt.runs * 2 + 1 > BENCH_MAX_RUNS
+				? BENCH_MAX_RUNS
+				: bench_opt.runs * 2 + 1);
+	}
+	fflush(f);
+}
+
+/* The seed's read scenarios: times, ratios, cost and latency. */
+static void read_tables(FILE *f, struct bench_cell *const *cells, unsigned n)
+{
 	fprintf(f, "\ntime: median of the runs; sync_ms: median of the paired "
 		   "sync runs; ratio = median / sync_ms; x_limit = ratio / the "
 		   "limit row's ratio\n");
@@ -331,6 +478,8 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		const struct bench_cell *c = cells[i];
 
+		if (c->bs)
+			continue;
 		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style,
 			c->scenario);
 		if (c->error) {
@@ -347,7 +496,6 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 		text_num(f, 7, c->limit_ratio, 2);
 		text_num(f, 7, c->syscalls_per_op, 2);
 		fprintf(f, " %s\n", c->noise.noisy ? "NOISY" : "ok");
-		noisy += c->noise.noisy;
 	}
 
 	fprintf(f, "\ncost and latency: CPU time of the process per run "
@@ -359,12 +507,12 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		const struct bench_cell *c = cells[i];
 
-		if (c->error)
+		if (c->error || c->bs)
 			continue;
 		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style,
 			c->scenario);
 		text_num(f, 9, c->cpu_median_ms, 2);
-		text_num(f, 9, c->cpu_median_ms * 1e3 / c->n, 3);
+		text_num(f, 9, c->cpu_us_per_op, 3);
 		text_num(f, 6, c->cpu_util, 2);
 		text_num(f, 9, pct_us(c, 0.50), 1);
 		text_num(f, 9, pct_us(c, 0.99), 1);
@@ -372,45 +520,49 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 		text_num(f, 9, pct_us(c, 1.0), 1);
 		fputc('\n', f);
 	}
+}
 
-	fprintf(f, "\nruns (ms, in the order they ran):\n");
+/* The storage cells: rates, latency, cost. */
+static void storage_table(FILE *f, struct bench_cell *const *cells, unsigned n)
+{
+	fprintf(f, "\nstorage: IOPS = median of the runs' operations per "
+		   "second; MB/s = IOPS x bs; latency of each operation, "
+		   "submit to callback; x_limit = the limit row's IOPS / the "
+		   "cell's (random I/O), else as above\n");
+	fprintf(f,
+		"%-10s %-8s %-22s %7s %9s %8s %8s %8s %9s %9s %6s %-9s "
+		"%7s %s\n",
+		"backend", "style", "scenario", "bs", "iops", "mb_s", "p50_us",
+		"p99_us", "p99.9_us", "cpu_us/op", "util", "limit", "x_limit",
+		"extra");
 	for (unsigned i = 0; i < n; i++) {
 		const struct bench_cell *c = cells[i];
+		char name[64];
 
-		if (c->error)
+		if (!c->bs)
 			continue;
-		fprintf(f, "%-10s %-8s %-8s", c->backend, c->style,
-			c->scenario);
-		for (unsigned r = 0; r < c->runs; r++)
-			fprintf(f, " %.2f", c->ms[r]);
+		fprintf(f, "%-10s %-8s %-22s %7zu", c->backend, c->style,
+			storage_name(c, name, sizeof(name)), c->bs);
+		if (c->error) {
+			fprintf(f, "  error: %s\n", c->error);
+			continue;
+		}
+		text_num(f, 9, c->iops, 0);
+		text_num(f, 8, c->mb_s, 1);
+		text_num(f, 8, pct_us(c, 0.50), 1);
+		text_num(f, 8, pct_us(c, 0.99), 1);
+		text_num(f, 9, pct_us(c, 0.999), 1);
+		text_num(f, 9, c->cpu_us_per_op, 2);
+		text_num(f, 6, c->cpu_util, 2);
+		fprintf(f, " %-9s", c->limit ? c->limit : "-");
+		text_num(f, 7, c->limit_ratio, 2);
+		if (c->resident >= 0)
+			fprintf(f, " resident %.2f%%", 100 * c->resident);
+		for (unsigned e = 0; e < c->nextra; e++)
+			fprintf(f, " %s=%.*f", c->extra[e].key,
+				c->extra[e].decimals, c->extra[e].value);
 		fputc('\n', f);
 	}
-	if (noisy) {
-		fprintf(f,
-			"\nNOISY: %u cell%s whose slowest run took more than "
-			"%.1fx its fastest, or whose stdev is more than "
-			"%.0f%% of its median:\n",
-			noisy, noisy == 1 ? "" : "s", BENCH_NOISE_SPREAD,
-			100 * BENCH_NOISE_CV);
-		for (unsigned i = 0; i < n; i++) {
-			const struct bench_cell *c = cells[i];
-
-			if (c->error || !c->noise.noisy)
-				continue;
-			fprintf(f, "  %s %s %s: max/min %.2f, stdev %.0f%%\n",
-				c->backend, c->style, c->scenario,
-				c->noise.spread, 100 * c->noise.cv);
-		}
-		fprintf(f,
-			"  Their ratios are worth less. Run again with more "
-			"runs (--runs %u), on a quieter machine (nothing else "
-			"running; a VM's neighbours count too), and compare "
-			"runs with scripts/compare.sh.\n",
-			bench_opt.runs * 2 + 1 > BENCH_MAX_RUNS
-				? BENCH_MAX_RUNS
-				: bench_opt.runs * 2 + 1);
-	}
-	fflush(f);
 }
 
 /* ----------------------------------------------------------------- files */
@@ -461,7 +613,8 @@ static void open_files(void)
 		"backend,style,scenario,n,runs,warmup,bytes,median_ms,min_ms,"
 		"max_ms,stdev_ms,baseline_ms,ratio,limit,limit_ratio,ops_per_s,"
 		"syscalls_per_op,cpu_ms,cpu_us_per_op,cpu_util,lat_p50_us,"
-		"lat_p99_us,lat_p999_us,lat_max_us,noisy,runs_ms,extras,error\n");
+		"lat_p99_us,lat_p999_us,lat_max_us,noisy,mode,qd,bs,iops,mb_s,"
+		"fsync,resident_before,runs_ms,extras,error\n");
 }
 
 void bench_report_open(const struct bench_machine *m)

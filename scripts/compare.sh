@@ -6,9 +6,9 @@
 #
 # A and B are ringbench JSON lines (bench/results/*.json, ringbench
 # --json, or a peers-*.jsonl): two kernels, two knob settings, two commits.
-# Cells are matched on backend, style and scenario (and loops, qd, bs,
-# conns, msg_size when a run has them); knobs and machine fields that
-# differ between the runs are listed above the table.
+# Cells are matched on backend, style and scenario (and mode, loops, qd,
+# bs, fsync, pool_threads, conns, msg_size when a run has them); knobs and
+# machine fields that differ between the runs are listed above the table.
 #
 # Significance: a two-sided Mann-Whitney U test on the raw run times
 # (runs_ms) of the two cells, as benchstat does: exact for small samples
@@ -63,8 +63,10 @@ function runs_of(s,   m) {
 }
 function cellkey(s,   k, i, d) {
 	k = field(s, "backend") "|" field(s, "style") "|" field(s, "scenario")
-	split("loops qd bs conns msg_size", d, " ")
-	for (i = 1; i <= 5; i++)
+	# (pool_threads is also a knob; the one of an epoll random I/O cell
+	# comes first in the line.)
+	split("mode loops qd bs fsync pool_threads conns msg_size", d, " ")
+	for (i = 1; i <= 8; i++)
 		if (field(s, d[i]) != "")
 			k = k "|" d[i] "=" field(s, d[i])
 	return k

@@ -6,12 +6,14 @@
 #   scripts/install-deps.sh            build + test + bench needs
 #   scripts/install-deps.sh --extra    also valgrind, clang, qemu-user and the
 #                                      aarch64 cross compiler (CI, fuzzing)
+#   scripts/install-deps.sh --fio      also fio (make bench-fio)
 set -eu
 
 need=(liburing-dev libcriterion-dev pkg-config gnuplot-nox g++)
 if [ "${1:-}" = "--extra" ]; then
 	need+=(clang-format valgrind clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 fi
+[ "${1:-}" = "--fio" ] && need+=(fio)
 
 missing=()
 for p in "${need[@]}"; do

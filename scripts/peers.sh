@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # peers.sh - runs ringbench's scenarios in JavaScript on node (libuv's thread
 # pool, and again with UV_USE_IO_URING=1) and on bun, with the same N and
-# the same 12-byte file, and prints them beside ringbench's cells.
+# the same 12-byte file, and prints them beside ringbench's cells: the
+# seed's reads of a cached file (bench/peers/readfile.js), then the write
+# and cold scenarios (bench/peers/storage.js: fs.promises with a
+# FileHandle, and fs callbacks), on the same N files, whose page cache
+# ringbench --drop-cache drops before every run.
 #
-#   scripts/peers.sh [-n N] [--runs R]      (make bench-peers)
+#   scripts/peers.sh [-n N] [--runs R] [--fsync] [--no-storage]
+#                                            (make bench-peers)
 #
 # bun is used when it is on PATH or in bench/peers/node_modules; when it is
 # in neither, it is fetched from the npm registry (@oven/bun-linux-x64, or
@@ -17,11 +22,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-n=10000 runs=5
+n=10000 runs=5 fsync="" storage=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) n="$2"; shift 2 ;;
 	--runs) runs="$2"; shift 2 ;;
+	--fsync) fsync=--fsync; shift ;;
+	--no-storage) storage=0; shift ;;
 	--install-bun) shift ;; # the default now; kept for old command lines
 	*) echo "peers.sh: unknown option $1" >&2; exit 2 ;;
 	esac
@@ -67,6 +74,36 @@ UV_USE_IO_URING=1 node bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" node
 if [ -n "$bun" ]; then
 	echo "peers: bun $("$bun" --version)" >&2
 	"$bun" bench/peers/readfile.js "$tmp/text.txt" "$n" "$runs" bun >>"$out.tmp"
+fi
+if [ "$storage" = 1 ]; then
+	# The files of write and cold live where ringbench keeps its own, under
+	# bench/data in a directory marked chattr +T, not in /tmp: on ext4
+	# without a journal a block group full of recently freed inodes makes
+	# every new file slow (bench/cold.h).
+	mkdir -p bench/data
+	sdir=$(mktemp -d bench/data/peers-XXXXXX)
+	trap 'rm -rf "$tmp" "$sdir"' EXIT
+	chattr +T "$sdir" 2>/dev/null || true
+	mkdir "$sdir/cold" "$sdir/w"
+	chattr +T "$sdir/w" 2>/dev/null || true
+	# The cold files, on the disk (dirty pages cannot be dropped).
+	for ((i = 0; i < n; i++)); do printf 'Hello, world' >"$sdir/cold/cold-$i"; done
+	sync -f "$sdir/cold"
+	echo "peers: ringbench write and cold (-n $n, --runs $runs${fsync:+, $fsync})" >&2
+	bench/ringbench --json --no-out -n "$n" --runs "$runs" --cold-files "$n" \
+		--scenario write,cold $fsync 2>/dev/null | grep '^{"backend"' >>"$out.tmp"
+	st=(bench/peers/storage.js)
+	for sc in write cold; do
+		d="$sdir/cold"; [ "$sc" = write ] && d="$sdir/w"
+		echo "peers: node $sc" >&2
+		node "${st[@]}" "$sc" "$d" "$n" "$runs" node $fsync >>"$out.tmp"
+		echo "peers: node $sc with UV_USE_IO_URING=1" >&2
+		UV_USE_IO_URING=1 node "${st[@]}" "$sc" "$d" "$n" "$runs" node-uring $fsync >>"$out.tmp"
+		if [ -n "$bun" ]; then
+			echo "peers: bun $sc" >&2
+			"$bun" "${st[@]}" "$sc" "$d" "$n" "$runs" bun $fsync >>"$out.tmp"
+		fi
+	done
 fi
 mv "$out.tmp" "$out"
 ln -sf "peers-$stamp.json" bench/results/peers-latest.json

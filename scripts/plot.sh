@@ -63,7 +63,9 @@ function bars(n, file, fill, colour, title,   i, cmd) {
 		field("enter_ns") == "" ? "-" : sprintf("%.0f", field("enter_ns")), field("date"))
 	next
 }
-field("backend") != "" && field("median_ms") != "" && field("error") == "" {
+# The seed's read scenarios only: storage cells (they have a qd) are
+# scripts/storage_table.sh's.
+field("backend") != "" && field("median_ms") != "" && field("error") == "" && field("qd") == "" {
 	b = field("backend"); s = field("style"); sc = field("scenario")
 	if (!(sc in scseen)) { scseen[sc] = 1; scen[++nsc] = sc }
 	key = sc SUBSEP b SUBSEP s

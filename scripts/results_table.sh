@@ -11,11 +11,21 @@
 #       scripts/peers.sh: one row per scenario x style, one column per
 #       backend or runtime, median ms, and how the uring cell and the
 #       slower epoll cell compare with the fastest peer.
+#   scripts/results_table.sh --storage [FILE]   FILE: a run with storage
+#       cells (bench/results/storage-latest.json by default): write (with
+#       and without fsync) and cold, parallel and blocking side by side,
+#       with their ratios, IOPS and the cold cache's resident share; then
+#       randread and randwrite, one column per queue depth (IOPS, p50
+#       latency, CPU per operation) and the ratio to the limit row.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 peers=0
 if [ "${1:-}" = --peers ]; then peers=1; shift; fi
+if [ "${1:-}" = --storage ]; then
+	shift
+	exec "$(dirname "$0")/storage_table.sh" "${1:-bench/results/storage-latest.json}"
+fi
 file=${1:-bench/results/latest.json}
 [ -r "$file" ] || { echo "results_table.sh: cannot read $file" >&2; exit 1; }
 
@@ -43,8 +53,11 @@ function word(x) {
 	m_runs = field("runs"); m_warm = field("warmup"); m_date = field("date")
 	next
 }
-field("backend") != "" && field("error") == "" && field("median_ms") != "" {
+# The seed's read scenarios; with --peers, write and cold too ("write
+# parallel"...). Random I/O cells have a qd and no mode: not here.
+field("backend") != "" && field("error") == "" && field("median_ms") != "" && (field("mode") != "" ? peers : field("qd") == "") {
 	b = field("backend"); s = field("style"); sc = field("scenario")
+	if (field("mode") != "") sc = sc " " field("mode")
 	ms[b, s, sc] = field("median_ms"); sd[b, s, sc] = field("stdev_ms")
 	ratio[b, s, sc] = field("ratio"); lim[b, s, sc] = field("limit_ratio")
 	limname[b, s, sc] = field("limit")
@@ -78,9 +91,11 @@ END {
 	split("uring epoll epoll-pool node node-uring bun", cols, " ")
 	print "| scenario | style | uring | epoll | epoll-pool | node | node, UV_USE_IO_URING=1 | bun | uring vs fastest peer | slower epoll vs fastest peer |"
 	print "|---|---|---|---|---|---|---|---|---|---|"
-	split("parallel blocking", scs, " "); split("callback promise coro", sts, " ")
-	for (a = 1; a <= 2; a++) for (c = 1; c <= 3; c++) {
+	nscs = split("parallel|blocking|write parallel|write blocking|cold parallel|cold blocking", scs, "|")
+	split("callback promise coro", sts, " ")
+	for (a = 1; a <= nscs; a++) for (c = 1; c <= 3; c++) {
 		sc = scs[a]; s = sts[c]; row = "| " sc " | " s
+		if (ms["uring", s, sc] == "" && ms["node", s, sc] == "" && ms["bun", s, sc] == "") continue
 		best = ""
 		for (j = 4; j <= 6; j++) {
 			v = ms[cols[j], s, sc]

@@ -28,25 +28,55 @@ if (meta) {
               `${meta.enter_ns === null ? '-' : Math.round(meta.enter_ns)} ns`);
 }
 console.log('\nringbench vs peers (median ms; compared with the fastest peer)');
-console.log('scenario  style     backend        median_ms  cpu_us/read   vs fastest peer');
-for (const scenario of ['parallel', 'blocking']) {
+console.log('scenario         style     backend        median_ms    cpu_us/op   vs fastest peer');
+const blocks = [['parallel'], ['blocking'], ['write', 'parallel'], ['write', 'blocking'],
+                ['cold', 'parallel'], ['cold', 'blocking']];
+for (const [scenario, mode] of blocks) {
+  const name = mode ? `${scenario} ${mode}` : scenario;
   for (const style of ['callback', 'promise', 'coro']) {
-    const cell = rows.filter((r) => r.scenario === scenario && r.style === style);
+    const cell = rows.filter((r) => r.scenario === scenario && r.style === style &&
+                             (r.mode || null) === (mode || null));
+    if (!cell.length) continue;
     const peerRows = cell.filter((r) => peers.has(r.backend) && !r.error);
     const best = peerRows.reduce((m, r) => Math.min(m, r.median_ms), Infinity);
-    const base = rows.find((r) => r.backend === 'sync' && r.scenario === scenario);
+    const base = rows.find((r) => r.backend === 'sync' && r.scenario === scenario &&
+                           (r.mode || null) === (mode || null) && !r.error);
     for (const r of cell) {
       const vs = r.error ? `error: ${r.error}`
         : peers.has(r.backend) ? (r.median_ms === best ? 'fastest peer' : '')
         : isFinite(best) ? versus(best, r.median_ms) : '';
-      console.log(`${scenario.padEnd(9)} ${style.padEnd(9)} ${r.backend.padEnd(14)} ` +
+      console.log(`${name.padEnd(16)} ${style.padEnd(9)} ${r.backend.padEnd(14)} ` +
                   `${(r.error ? '-' : fmt(r.median_ms)).padStart(9)}  ` +
                   `${(r.error ? '-' : fmt(r.cpu_us_per_op)).padStart(11)}   ${vs}` +
                   (r.peak_rss_mb ? `   (peak RSS ${r.peak_rss_mb} MB)` : ''));
     }
     if (base && style === 'callback') {
-      console.log(`${scenario.padEnd(9)} ${'baseline'.padEnd(9)} ${'sync'.padEnd(14)} ` +
+      console.log(`${name.padEnd(16)} ${'baseline'.padEnd(9)} ${'sync'.padEnd(14)} ` +
                   `${fmt(base.median_ms).padStart(9)}  ${fmt(base.cpu_us_per_op).padStart(11)}`);
     }
+  }
+}
+
+// The storage targets: each ringbench backend's slowest style against the
+// fastest peer, per scenario and mode.
+const storage = blocks.filter(([, mode]) => mode);
+let header = false;
+for (const [scenario, mode] of storage) {
+  const sel = rows.filter((r) => r.scenario === scenario && r.mode === mode && !r.error);
+  const peerRows = sel.filter((r) => peers.has(r.backend));
+  if (!peerRows.length) continue;
+  const best = peerRows.reduce((m, r) => (r.median_ms < m.median_ms ? r : m));
+  for (const backend of ['uring', 'epoll', 'epoll-pool']) {
+    const mine = sel.filter((r) => r.backend === backend);
+    if (!mine.length) continue;
+    const worst = mine.reduce((m, r) => (r.median_ms > m.median_ms ? r : m));
+    if (!header) {
+      console.log('\nstorage: each backend\'s slowest style vs the fastest peer');
+      header = true;
+    }
+    console.log(`${(scenario + ' ' + mode).padEnd(16)} ${backend.padEnd(11)} ` +
+                `slowest ${worst.style.padEnd(8)} ${fmt(worst.median_ms).padStart(9)} ms: ` +
+                `${versus(best.median_ms, worst.median_ms)} than ${best.backend} ${best.style} ` +
+                `(${fmt(best.median_ms)} ms)`);
   }
 }

@@ -24,7 +24,7 @@ refuse "out of range" --entries 99999
 refuse "more than 1 GiB" --size 2G
 refuse "valid: sync, sync-mt, raw-uring, uring, epoll, epoll-pool, all" --backend urin
 refuse "valid: baseline, callback, promise, coro, all" --style callback,bogus
-refuse "valid: parallel, blocking, all" --scenario ''
+refuse "valid: parallel, blocking, write, cold, randread, randwrite, storage, all" --scenario ''
 refuse "nothing to run" --backend sync-mt --scenario blocking
 mkfifo "$scratch/fifo"
 refuse "a FIFO" --file "$scratch/fifo"
