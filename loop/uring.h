@@ -52,6 +52,7 @@ struct rl__uring {
 	bool link;	/* read_file as one linked chain */
 	bool sqpoll;
 	bool iopoll;	/* RL_IOPOLL: wait by polling, never sleep */
+	unsigned submit_batch; /* rl_options.submit_batch */
 	uint8_t sqe_flags; /* on every file request's SQEs (IOSQE_ASYNC) */
 	bool closing;
 	int error; /* a submit failed for good: the next wait says so */

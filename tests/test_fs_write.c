@@ -1202,6 +1202,43 @@ BACKEND_TEST(fs_write, iopoll_direct_io_or_the_kernels_answer)
 	tclose(loop);
 }
 
+/* submit_batch: on io_uring, requests go to the kernel as soon as that
+ * many SQEs wait, not at the next rl_run(); on epoll it changes nothing. */
+BACKEND_TEST(fs_write, submit_batch_submits_before_the_wait)
+{
+	const char *path = tfile("sbatch", 100);
+	struct rl_options opt;
+	struct rl_stats s0, s1, s2;
+	char a[100], b[100];
+	struct one o1, o2;
+	rl_loop *loop;
+	int fd;
+
+	rl_options_init(&opt);
+	opt.submit_batch = 2;
+	loop = tloop_opts(tp, &opt);
+	fd = open_fd(loop, path, O_RDONLY | O_CLOEXEC, 0);
+	rl_loop_stats(loop, &s0);
+	cr_assert_eq(rl_fs_read(loop, one_req(&o1), fd, a, 100, 0, tseen_cb),
+		     0);
+	rl_loop_stats(loop, &s1);
+	cr_assert_eq(s1.enters, s0.enters, "one SQE waits");
+	cr_assert_eq(rl_fs_read(loop, one_req(&o2), fd, b, 50, 50, tseen_cb),
+		     0);
+	rl_loop_stats(loop, &s2);
+	if (tp->backend == RL_BACKEND_URING)
+		cr_assert_eq(s2.enters, s0.enters + 1, "two: submitted");
+	else
+		cr_assert_eq(s2.enters, 0);
+	cr_assert_eq(one_result(loop, &o1), 100);
+	cr_assert_eq(o2.s.calls, 1);
+	cr_assert_eq(o2.s.result, 50);
+	tcheck("sbatch", a, 100);
+	cr_assert_eq(memcmp(a + 50, b, 50), 0);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+}
+
 /* --------------------------------------------------- registered buffers */
 
 BACKEND_TEST(fs_write, fixed_buffers_round_trip)

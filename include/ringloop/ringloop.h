@@ -134,6 +134,13 @@ struct rl_options {
 	 * until the system call ends by itself.
 	 */
 	int pool_signal;
+	unsigned submit_batch;	/* io_uring: submit as soon as this many
+				 * SQEs wait, rather than at the loop's
+				 * next wait (0, the default: one
+				 * io_uring_enter for all). 1 or 2 gets
+				 * direct I/O to the device sooner, at the
+				 * cost of more enters (fio submits each I/O
+				 * at once) */
 };
 
 /* Fills *opt with the defaults (every field 0 means "default"). */
