@@ -90,14 +90,17 @@ static void *srand_main(void *arg)
 		if (timed)
 			bench_hist_add(&t->lat, bench_now_ns() - t0);
 		t->syscalls++;
-		t->ops++;
 		if (got != (ssize_t)r->bs)
 			t->errors++;
 		else if (!r->write &&
-			 !bench_pattern_check(buf, r->bs, off, &gen))
+			 !(t->ops % BENCH_RAND_FULL
+				   ? bench_pattern_stamps(buf, r->bs, off, &gen)
+				   : bench_pattern_check(buf, r->bs, off,
+							 &gen)))
 			t->errors++;
 		else if (r->write && t->lane == 0)
 			r->recent[r->nrecent++ % BENCH_RAND_RECENT] = off;
+		t->ops++;
 	}
 	return NULL;
 }

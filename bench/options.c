@@ -63,6 +63,8 @@ static void usage(FILE *f)
 		"  --no-direct        io_uring: plain fds instead of direct descriptors\n"
 		"  --register-ring    io_uring: register the ring fd\n"
 		"  --iowq-max W       io_uring: cap io-wq workers at W (0 = kernel default)\n"
+		"  --submit-batch S   io_uring: submit once S SQEs wait, not at the loop's\n"
+		"                     next wait (0 = the default: at the wait)\n"
 		"  --pool-threads T   epoll: thread pool size (0 = CPU count)\n"
 		"  --no-inline        epoll: no inline fast path (pool only)\n"
 		"  --coro-window W    coro: a start waits while W coroutines wait for I/O\n"
@@ -235,6 +237,7 @@ void bench_opts_parse(int argc, char **argv)
 		O_NODIRECT,
 		O_REGRING,
 		O_IOWQ,
+		O_SUBMITB,
 		O_POOL,
 		O_NOINLINE,
 		O_CWINDOW,
@@ -280,6 +283,7 @@ void bench_opts_parse(int argc, char **argv)
 		{ "no-direct", no_argument, 0, O_NODIRECT },
 		{ "register-ring", no_argument, 0, O_REGRING },
 		{ "iowq-max", required_argument, 0, O_IOWQ },
+		{ "submit-batch", required_argument, 0, O_SUBMITB },
 		{ "pool-threads", required_argument, 0, O_POOL },
 		{ "no-inline", no_argument, 0, O_NOINLINE },
 		{ "coro-window", required_argument, 0, O_CWINDOW },
@@ -385,6 +389,10 @@ void bench_opts_parse(int argc, char **argv)
 		case O_IOWQ:
 			o->loop.iowq_max =
 				(unsigned)num("--iowq-max", optarg, 0, 1000000);
+			break;
+		case O_SUBMITB:
+			o->loop.submit_batch = (unsigned)num("--submit-batch",
+							     optarg, 0, 1024);
 			break;
 		case O_POOL:
 			o->loop.pool_threads = (unsigned)num("--pool-threads",

@@ -39,6 +39,20 @@ bool bench_pattern_check(const void *buf, size_t len, uint64_t off,
 	return bad == 0;
 }
 
+bool bench_pattern_stamps(const void *buf, size_t len, uint64_t off,
+			  uint64_t *gen)
+{
+	const uint64_t *w = buf;
+	uint64_t g = w[0] ^ bench_rand_word(off), bad = 0;
+	size_t last = len / 8 - 1;
+
+	for (size_t i = 64; i < len / 8; i += 64)
+		bad |= w[i] ^ bench_rand_word(off + 8 * i) ^ g;
+	bad |= w[last] ^ bench_rand_word(off + 8 * last) ^ g;
+	*gen = g;
+	return bad == 0;
+}
+
 void bench_rand_begin(struct bench_ctx *ctx)
 {
 	struct bench_rand *r = ctx->rand;

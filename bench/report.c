@@ -106,6 +106,7 @@ static void json_knobs(FILE *f)
 		!!(o->flags & RL_REGISTER_RING));
 	fputs("\"iowq_max\":", f);
 	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
+	fprintf(f, ",\"submit_batch\":%u", o->submit_batch);
 	fprintf(f,
 		",\"pool_threads\":%u,\"no_inline\":%d,\"force_async\":%d,"
 		"\"iopoll\":%d,\"fixed_bufs\":%d,\"coro_window\":%zu}",
@@ -295,6 +296,12 @@ static void text_header(FILE *f, const struct bench_machine *m)
 			bench_effective_cq_entries());
 	if (o->iowq_max)
 		fprintf(f, ", iowq-max %u", o->iowq_max);
+	if (o->submit_batch)
+		fprintf(f, ", submit-batch %u", o->submit_batch);
+	if (o->flags & RL_FORCE_ASYNC)
+		fputs(", force-async", f);
+	if (o->flags & RL_IOPOLL)
+		fputs(", iopoll", f);
 	if (o->pool_threads)
 		fprintf(f, ", pool-threads %u", o->pool_threads);
 	if (bench_opt.coro_window || bench_opt.coro_window_all)

@@ -73,6 +73,34 @@ Test(bench_storage, a_block_is_right_only_at_its_offset)
 	cr_assert_not(bench_pattern_check(block, sizeof(block), 8192, &gen));
 }
 
+Test(bench_storage, the_stamps_see_a_wrong_or_torn_block)
+{
+	static uint64_t block[512], other[512];
+	uint64_t gen;
+
+	bench_pattern_fill(block, sizeof(block), 1 << 20, 7);
+	cr_assert(bench_pattern_stamps(block, sizeof(block), 1 << 20, &gen));
+	cr_assert_eq(gen, 7);
+	cr_assert_not(bench_pattern_stamps(block, sizeof(block), 4096, &gen));
+	/* Torn at any sector: the sector's stamp is another generation. */
+	bench_pattern_fill(other, sizeof(other), 1 << 20, 8);
+	for (unsigned sector = 1; sector < 8; sector++) {
+		uint64_t torn[512];
+
+		memcpy(torn, block, sizeof(torn));
+		memcpy(torn + 64 * sector, other + 64 * sector,
+		       (512 - 64 * sector) * sizeof(uint64_t));
+		cr_assert_not(
+			bench_pattern_stamps(torn, sizeof(torn), 1 << 20, &gen),
+			"torn at sector %u", sector);
+	}
+	/* A byte inside a sector is only seen by the whole check, which one
+	 * read in BENCH_RAND_FULL gets. */
+	((unsigned char *)block)[1000] ^= 1;
+	cr_assert(bench_pattern_stamps(block, sizeof(block), 1 << 20, &gen));
+	cr_assert_not(bench_pattern_check(block, sizeof(block), 1 << 20, &gen));
+}
+
 Test(bench_storage, the_layout_is_one_fill_whatever_the_chunks)
 {
 	static uint64_t whole[1024], parts[1024];
