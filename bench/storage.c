@@ -26,26 +26,30 @@ static struct bench_fileset writes, cold;
 static struct bench_randfile randfile;
 static bool have_writes, have_cold;
 
-/* The scratch directory of write and cold: under bench/data when run
+/* The scratch directories of write and cold: under bench/data when run
  * from the repository (like the random I/O file), else under $TMPDIR. Not
  * /tmp by default: on a shared machine every program churns files there,
  * and on ext4 without a journal its block groups fill with recently freed
- * inodes that each new file is made to skip (cold.h). */
+ * inodes that each new file is made to skip (cold.h). Their files go at
+ * exit; the emptied directories stay ten minutes (cold.h says why), and
+ * the next ringbench to start removes older ones. */
+#define SCRATCH_KEEP_S 600
+
 static int make_scratch(void)
 {
 	const char *tmp = getenv("TMPDIR");
+	char base[256];
 	struct stat st;
 
 	if (scratch[0])
 		return 0;
 	if (stat("bench", &st) == 0 && S_ISDIR(st.st_mode) &&
 	    (mkdir("bench/data", 0755) == 0 || errno == EEXIST))
-		snprintf(scratch, sizeof(scratch),
-			 "bench/data/ringbench-storage-XXXXXX");
+		snprintf(base, sizeof(base), "bench/data");
 	else
-		snprintf(scratch, sizeof(scratch),
-			 "%s/ringbench-storage-XXXXXX",
-			 tmp && *tmp ? tmp : "/tmp");
+		snprintf(base, sizeof(base), "%s", tmp && *tmp ? tmp : "/tmp");
+	bench_remove_old(base, "ringbench-storage-", SCRATCH_KEEP_S);
+	snprintf(scratch, sizeof(scratch), "%s/ringbench-storage-XXXXXX", base);
 	if (!mkdtemp(scratch)) {
 		int err = -errno;
 
@@ -144,8 +148,6 @@ void bench_storage_cleanup(void)
 		bench_fileset_free(&cold);
 		have_cold = false;
 	}
-	if (scratch[0])
-		rmdir(scratch);
 	scratch[0] = 0;
 }
 

@@ -5,8 +5,8 @@
 #
 #   scripts/fio.sh [--qd LIST] [--bs BYTES] [--time MS] [--runs R]
 #                  [--rounds N] [--rw randread,randwrite]
-#                  [--rand-size BYTES] [--rand-file PATH] [--json FILE]
-#                  [ringbench options...]
+#                  [--submit-batch S] [--rand-size BYTES]
+#                  [--rand-file PATH] [--json FILE] [ringbench options...]
 #
 # For each scenario and queue depth, in turn: ringbench's cells at that
 # depth (every backend and style, and its limits sync and raw-uring), then
@@ -14,7 +14,10 @@
 # qd threads - so that every row of a depth is measured within seconds of
 # the others; --rounds N does that N times over (the table takes each
 # row's median over the rounds: a shared VM's disk changes speed from one
-# minute to the next). fio runs for --runs x --time after a ramp of one --time, as
+# minute to the next). The uring cells run twice: as the loop does by
+# default (one io_uring_enter per batch, at the loop's wait) and with
+# ringbench --submit-batch S (4; 0: not) - fio submits each I/O at once,
+# and on a device that works in step with its submissions that matters. fio runs for --runs x --time after a ramp of one --time, as
 # ringbench measures --runs runs after one warm-up run; it draws offsets
 # uniformly with repeats (norandommap), as ringbench does; ringbench's
 # io_uring knobs become fio's where fio has them (--fixed-bufs: fixedbufs,
@@ -32,6 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 qds="1,8,32,128" bs=4096 time_ms=1000 runs=3 rounds=1 rws="randread,randwrite"
+sbatch=4
 rand_size="" rand_file="" json="" extra=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -40,11 +44,12 @@ while [ $# -gt 0 ]; do
 	--time) time_ms="$2"; shift 2 ;;
 	--runs) runs="$2"; shift 2 ;;
 	--rounds) rounds="$2"; shift 2 ;;
+	--submit-batch) sbatch="$2"; shift 2 ;;
 	--rw) rws="$2"; shift 2 ;;
 	--rand-size) rand_size="$2"; shift 2 ;;
 	--rand-file) rand_file="$2"; shift 2 ;;
 	--json) json="$2"; shift 2 ;;
-	-h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,37p' "$0"; exit 0 ;;
 	*) extra+=("$1"); shift ;;
 	esac
 done
@@ -127,6 +132,12 @@ for rw in "${rwlist[@]}"; do
 			first=0
 		fi
 		grep '^{"backend"' "$tmp/rb.json" >>"$out.tmp" || true
+		if [ "$sbatch" != 0 ]; then
+			echo "fio.sh: $rw qd $qd: ringbench uring --submit-batch $sbatch" >&2
+			"${rb[@]}" --scenario "$rw" --qd "$qd" --backend uring --no-limits \
+				--submit-batch "$sbatch" 2>"$tmp/rb.err" | grep '^{"backend"' >>"$out.tmp" ||
+				{ cat "$tmp/rb.err" >&2; exit 1; }
+		fi
 		for engine in io_uring libaio psync; do
 			echo "fio.sh: $rw qd $qd: fio $engine" >&2
 			run_fio "$engine" "$rw" "$qd" >>"$out.tmp"

@@ -43,6 +43,10 @@ field("backend") != "" {
 	b = field("backend"); s = field("style"); t = field("pool_threads")
 	if (t == "") t = field("threads")
 	name = b (s != "baseline" && s != "fio" ? " " s : "") (t != "" && t + 0 > 1 ? " (" t " threads)" : "")
+	# A knob that changes the loop: submit_batch (fio.sh runs the uring
+	# cells with and without it).
+	if (b == "uring" && match($0, /"submit_batch":[1-9][0-9]*/))
+		name = name " [submit-batch " substr($0, RSTART + 15, RLENGTH - 15) "]"
 	if (!((k, name) in idx)) { idx[k, name] = ++nr[k]; row[k, nr[k]] = name }
 	i = idx[k, name]
 	if (field("error") != "") { err[k, i] = field("error"); next }

@@ -77,12 +77,14 @@ if [ -n "$bun" ]; then
 fi
 if [ "$storage" = 1 ]; then
 	# The files of write and cold live where ringbench keeps its own, under
-	# bench/data in a directory marked chattr +T, not in /tmp: on ext4
-	# without a journal a block group full of recently freed inodes makes
-	# every new file slow (bench/cold.h).
+	# bench/data in a directory marked chattr +T, not in /tmp, and the
+	# emptied directories stay ten minutes: on ext4 without a journal a
+	# block group full of recently freed inodes makes every new file slow
+	# (bench/cold.h). Older ones go now.
 	mkdir -p bench/data
+	find bench/data -maxdepth 1 -name 'peers-*' -mmin +10 -exec rm -rf {} + 2>/dev/null || true
 	sdir=$(mktemp -d bench/data/peers-XXXXXX)
-	trap 'rm -rf "$tmp" "$sdir"' EXIT
+	trap 'rm -rf "$tmp"; find "$sdir" -type f -delete' EXIT
 	chattr +T "$sdir" 2>/dev/null || true
 	mkdir "$sdir/cold" "$sdir/w"
 	chattr +T "$sdir/w" 2>/dev/null || true

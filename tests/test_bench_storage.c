@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../bench/cold.h"
@@ -141,7 +142,8 @@ Test(bench_storage, write_runs_are_read_back_then_removed)
 	/* paths[2] never written: missing */
 	cr_assert_eq(bench_fileset_check_and_clear(&s, &errors), 0);
 	cr_assert_eq(errors, 2);
-	cr_assert_neq(stat(s.dir, &st), 0, "the run's directory is removed");
+	/* The files are gone; the directory stays, empty (see cold.h). */
+	cr_assert_eq(rmdir(s.dir), 0, "%s: %s", s.dir, strerror(errno));
 	/* The next run gets a directory of its own name. */
 	cr_assert_eq(bench_fileset_begin(&s), 0);
 	cr_assert_str_neq(s.dir, first);
@@ -151,6 +153,7 @@ Test(bench_storage, write_runs_are_read_back_then_removed)
 	errors = 0;
 	cr_assert_eq(bench_fileset_check_and_clear(&s, &errors), 0);
 	cr_assert_eq(errors, 0);
+	cr_assert_eq(rmdir(s.dir), 0);
 	bench_fileset_free(&s);
 }
 
@@ -180,7 +183,29 @@ Test(bench_storage, dropped_pages_leave_the_page_cache)
 	cr_assert_geq(share, 0, "%s", strerror((int)-share));
 	cr_assert_leq(share, 0.01, "%.3f of the pages still resident", share);
 	bench_fileset_remove(&s);
+	cr_assert_eq(rmdir(s.dir), 0, "the files are gone");
 	bench_fileset_free(&s);
+}
+
+Test(bench_storage, old_leftovers_are_removed_new_ones_kept)
+{
+	char old[300], young[300], other[300];
+	struct timespec times[2] = { { 0, 0 }, { 0, 0 } };
+
+	snprintf(old, sizeof(old), "%s/rs-old", scratch);
+	snprintf(young, sizeof(young), "%s/rs-young", scratch);
+	snprintf(other, sizeof(other), "%s/other-old", scratch);
+	cr_assert_eq(mkdir(old, 0755), 0);
+	cr_assert_eq(mkdir(young, 0755), 0);
+	cr_assert_eq(mkdir(other, 0755), 0);
+	put(strcat(strcpy((char[320]){ 0 }, old), "/f"), "x", 1);
+	times[0].tv_sec = times[1].tv_sec = time(NULL) - 700;
+	cr_assert_eq(utimensat(AT_FDCWD, old, times, 0), 0);
+	cr_assert_eq(utimensat(AT_FDCWD, other, times, 0), 0);
+	bench_remove_old(scratch, "rs-", 600);
+	cr_assert_neq(access(old, F_OK), 0, "older than 600 s: removed");
+	cr_assert_eq(access(young, F_OK), 0, "younger: kept");
+	cr_assert_eq(access(other, F_OK), 0, "another prefix: kept");
 }
 
 Test(bench_storage, dirty_pages_show_as_resident)
