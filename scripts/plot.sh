@@ -63,8 +63,8 @@ function bars(n, file, fill, colour, title,   i, cmd) {
 		field("enter_ns") == "" ? "-" : sprintf("%.0f", field("enter_ns")), field("date"))
 	next
 }
-# The seed's read scenarios only: storage cells (they have a qd) are
-# scripts/storage_table.sh's.
+# The seed read scenarios only: storage cells (they have a qd) go to
+# scripts/storage_table.sh.
 field("backend") != "" && field("median_ms") != "" && field("error") == "" && field("qd") == "" {
 	b = field("backend"); s = field("style"); sc = field("scenario")
 	if (!(sc in scseen)) { scseen[sc] = 1; scen[++nsc] = sc }

@@ -53,7 +53,7 @@ function word(x) {
 	m_runs = field("runs"); m_warm = field("warmup"); m_date = field("date")
 	next
 }
-# The seed's read scenarios; with --peers, write and cold too ("write
+# The seed read scenarios; with --peers, write and cold too ("write
 # parallel"...). Random I/O cells have a qd and no mode: not here.
 field("backend") != "" && field("error") == "" && field("median_ms") != "" && (field("mode") != "" ? peers : field("qd") == "") {
 	b = field("backend"); s = field("style"); sc = field("scenario")
