@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "ringloop/ringloop.h"
+#include "list.h"
 #include "queue.h"
 
 /* Request states (rl__req(req)->state). */
@@ -81,7 +82,7 @@ struct rl_loop {
 	char reason_buf[80];
 
 	struct rl__fifo ready; /* requests whose callback is due */
-	rl_task *task_head, *task_tail;
+	struct rl_link tasks; /* rl_task, FIFO */
 	_Atomic(struct rl_post *) posts; /* LIFO pushed by any thread */
 	_Atomic int posters;  /* rl_post() calls in progress */
 	_Atomic bool dead;    /* closing: rl_post() refuses */
@@ -90,13 +91,14 @@ struct rl_loop {
 	rl_timer **heap;
 	uint32_t heap_len, heap_cap;
 	uint64_t timer_seq;
-	rl_timer *cancelled_head, *cancelled_tail;
+	struct rl_link cancelled; /* rl_timer, FIFO */
 
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
 	unsigned nbufs;
 	struct rl__net *net; /* sockets' shared state (net.h), made lazily */
-	rl_close_hook *close_hooks;   /* newest first */
-	rl_close_hook *release_hooks; /* closed, waiting for their last call */
+	struct rl_link close_hooks;   /* rl_close_hook, newest first */
+	struct rl_link release_hooks; /* closed, waiting for their last call,
+				       * oldest closed first */
 	uint64_t active_reqs; /* submitted, callback not yet run */
 	/* Work the backend still owes after the callbacks it concerns have
 	 * run (io_uring: the close of a read_file's direct descriptor):

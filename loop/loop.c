@@ -138,6 +138,10 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 	if (!loop->opt.read_file_max)
 		loop->opt.read_file_max = RL_READ_FILE_MAX_DEFAULT;
 	loop->now_ns = rl__clock_ns();
+	rl__list_init(&loop->tasks);
+	rl__list_init(&loop->cancelled);
+	rl__list_init(&loop->close_hooks);
+	rl__list_init(&loop->release_hooks);
 	atomic_init(&loop->posts, NULL);
 	atomic_init(&loop->posters, 0);
 	atomic_init(&loop->dead, false);
@@ -310,24 +314,17 @@ static int run_ready(rl_loop *loop)
 void rl_task_queue(rl_loop *loop, rl_task *task, void (*fn)(rl_task *task))
 {
 	task->fn = fn;
-	task->next = NULL;
-	if (loop->task_tail)
-		loop->task_tail->next = task;
-	else
-		loop->task_head = task;
-	loop->task_tail = task;
+	rl__list_add_tail(&loop->tasks, &task->link);
 }
 
 static int run_tasks(rl_loop *loop)
 {
+	struct rl_link *link;
 	rl_task *task;
 	int n = 0;
 
-	while ((task = loop->task_head)) {
-		loop->task_head = task->next;
-		if (!loop->task_head)
-			loop->task_tail = NULL;
-		task->next = NULL;
+	while ((link = rl__list_pop(&loop->tasks))) {
+		task = RL__CONTAINER(link, rl_task, link);
 		task->fn(task);
 		n++;
 	}
@@ -389,7 +386,7 @@ void rl__drain_posts(rl_loop *loop)
 bool rl__alive(const rl_loop *loop)
 {
 	return loop->active_reqs || loop->backend_busy || loop->refs ||
-	       loop->task_head || rl__timers_alive(loop) ||
+	       !rl__list_empty(&loop->tasks) || rl__timers_alive(loop) ||
 	       atomic_load_explicit(&loop->posts, memory_order_relaxed);
 }
 
@@ -420,7 +417,8 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 
 	while (!loop->stop && rl__alive(loop)) {
 		if (mode == RL_RUN_NOWAIT || !rl__fifo_empty(&loop->ready) ||
-		    loop->task_head || loop->cancelled_head ||
+		    !rl__list_empty(&loop->tasks) ||
+		    !rl__list_empty(&loop->cancelled) ||
 		    rl__net_items_pending(loop))
 			timeout = 0;
 		else
@@ -444,45 +442,33 @@ void rl_loop_on_close(rl_loop *loop, rl_close_hook *hook,
 		      int (*fn)(rl_close_hook *hook, rl_loop *loop))
 {
 	hook->fn = fn;
-	hook->next = loop->close_hooks;
-	loop->close_hooks = hook;
-}
-
-static bool unlink_hook(rl_close_hook **pp, rl_close_hook *hook)
-{
-	for (; *pp; pp = &(*pp)->next)
-		if (*pp == hook) {
-			*pp = hook->next;
-			return true;
-		}
-	return false;
+	rl__list_add_head(&loop->close_hooks, &hook->link);
 }
 
 void rl_loop_off_close(rl_loop *loop, rl_close_hook *hook)
 {
-	if (!unlink_hook(&loop->close_hooks, hook))
-		unlink_hook(&loop->release_hooks, hook);
+	(void)loop;
+	if (rl__list_linked(&hook->link))
+		rl__list_del(&hook->link);
 }
 
 /* The layers above close first, while the loop still runs for them. A
  * hook that asks for it (RL_CLOSE_AGAIN) waits for its last call. */
 static int run_close_hooks(rl_loop *loop)
 {
+	struct rl_link *link;
 	rl_close_hook *hook;
 	int ret;
 
-	while ((hook = loop->close_hooks)) {
-		loop->close_hooks = hook->next;
+	while ((link = rl__list_pop(&loop->close_hooks))) {
+		hook = RL__CONTAINER(link, rl_close_hook, link);
 		ret = hook->fn(hook, loop);
 		if (ret < 0) {
-			hook->next = loop->close_hooks;
-			loop->close_hooks = hook;
+			rl__list_add_head(&loop->close_hooks, &hook->link);
 			return ret;
 		}
-		if (ret == RL_CLOSE_AGAIN) {
-			hook->next = loop->release_hooks;
-			loop->release_hooks = hook;
-		}
+		if (ret == RL_CLOSE_AGAIN)
+			rl__list_add_tail(&loop->release_hooks, &hook->link);
 	}
 	return 0;
 }
@@ -491,16 +477,11 @@ static int run_close_hooks(rl_loop *loop)
  * closed first; nothing of theirs runs after it. */
 static void run_release_hooks(rl_loop *loop)
 {
-	rl_close_hook *hook, *rev = NULL;
+	struct rl_link *link;
+	rl_close_hook *hook;
 
-	while ((hook = loop->release_hooks)) {
-		loop->release_hooks = hook->next;
-		hook->next = rev;
-		rev = hook;
-	}
-	while ((hook = rev)) {
-		rev = hook->next;
-		hook->next = NULL;
+	while ((link = rl__list_pop(&loop->release_hooks))) {
+		hook = RL__CONTAINER(link, rl_close_hook, link);
 		hook->fn(hook, loop);
 	}
 }
@@ -526,8 +507,8 @@ int rl_loop_close(rl_loop *loop)
 		loop->backend->cancel(loop, NULL);
 		rl__drain_posts(loop);
 		run_batch(loop);
-		if (!loop->active_reqs && !loop->task_head &&
-		    !loop->cancelled_head)
+		if (!loop->active_reqs && rl__list_empty(&loop->tasks) &&
+		    rl__list_empty(&loop->cancelled))
 			break;
 		if (rl__fifo_empty(&loop->ready))
 			loop->backend->wait(loop, guard++ ? 10000000 : 0);

@@ -124,19 +124,12 @@ int rl_timer_cancel(rl_loop *loop, rl_timer *timer)
 		return -ENOENT;
 	heap_remove(loop, timer);
 	timer->state = RL__TIMER_CANCELLED;
-	timer->next = NULL;
-	if (loop->cancelled_tail)
-		loop->cancelled_tail->next = timer;
-	else
-		loop->cancelled_head = timer;
-	loop->cancelled_tail = timer;
+	rl__list_add_tail(&loop->cancelled, &timer->link);
 	return 0;
 }
 
 int rl_timer_stop(rl_loop *loop, rl_timer *timer)
 {
-	rl_timer **pp, *prev = NULL;
-
 	if (!loop || !timer)
 		return -EINVAL;
 	if (timer->state == RL__TIMER_ACTIVE) {
@@ -146,14 +139,7 @@ int rl_timer_stop(rl_loop *loop, rl_timer *timer)
 	}
 	if (timer->state != RL__TIMER_CANCELLED)
 		return -ENOENT;
-	/* The cancelled queue is short: timers cancelled since the last
-	 * batch. */
-	for (pp = &loop->cancelled_head; *pp != timer; pp = &(*pp)->next)
-		prev = *pp;
-	*pp = timer->next;
-	if (loop->cancelled_tail == timer)
-		loop->cancelled_tail = prev;
-	timer->next = NULL;
+	rl__list_del(&timer->link);
 	timer->state = RL__TIMER_IDLE;
 	return 0;
 }
@@ -170,7 +156,7 @@ int64_t rl__timers_next_ns(rl_loop *loop)
 
 bool rl__timers_alive(const rl_loop *loop)
 {
-	return loop->heap_len || loop->cancelled_head;
+	return loop->heap_len || !rl__list_empty(&loop->cancelled);
 }
 
 int rl__timers_run(rl_loop *loop)
@@ -178,16 +164,13 @@ int rl__timers_run(rl_loop *loop)
 	/* Timers started (or re-armed) during this pass wait for the next
 	 * one, so a callback restarting itself with 0 ms cannot spin here. */
 	uint64_t limit = loop->timer_seq;
+	struct rl_link *link;
 	int n = 0;
 
 	/* Cancelled timers first: their cancel happened before this batch. */
-	while (loop->cancelled_head) {
-		rl_timer *t = loop->cancelled_head;
+	while ((link = rl__list_pop(&loop->cancelled))) {
+		rl_timer *t = RL__CONTAINER(link, rl_timer, link);
 
-		loop->cancelled_head = t->next;
-		if (!loop->cancelled_head)
-			loop->cancelled_tail = NULL;
-		t->next = NULL;
 		t->state = RL__TIMER_IDLE;
 		t->cb(t, -ECANCELED);
 		n++;

@@ -29,7 +29,7 @@
 #define KEEP_MAX ((size_t)1 << 20)
 
 struct rl__cb_chunk {
-	struct rl__cb_chunk *next;
+	struct rl_link link; /* the context's chunks */
 	struct rl__cb_entry e[CHUNK];
 };
 
@@ -40,10 +40,11 @@ struct rl__cb_chunk {
 
 static void ctx_free(rl_cb_ctx *cbs)
 {
-	struct rl__cb_chunk *c, *next;
+	struct rl__cb_chunk *c;
+	struct rl_link *link;
 
-	for (c = cbs->chunks; c; c = next) {
-		next = c->next;
+	while ((link = rl__list_pop(&cbs->chunks))) {
+		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
 		for (int i = 0; i < CHUNK; i++)
 			free(c->e[i].buf);
 		free(c);
@@ -58,19 +59,21 @@ static void ctx_free(rl_cb_ctx *cbs)
  */
 static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
 {
-	rl_cb_ctx *cbs =
-		(rl_cb_ctx *)((char *)hook - offsetof(rl_cb_ctx, close_hook));
+	rl_cb_ctx *cbs = RL__CONTAINER(hook, rl_cb_ctx, close_hook);
 	struct rl__cb_chunk *c;
+	struct rl_link *link;
 
 	if (cbs->closed) {
 		ctx_free(cbs);
 		return 0;
 	}
 	cbs->closed = true;
-	for (c = cbs->chunks; c; c = c->next)
+	rl__list_for_each(link, &cbs->chunks) {
+		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
 		for (int i = 0; i < CHUNK; i++)
 			if (c->e[i].in_use)
 				rl_cancel(loop, &c->e[i].req);
+	}
 	while (cbs->in_flight)
 		if (rl_run(loop, RL_RUN_ONCE) < 0)
 			break;
@@ -87,6 +90,7 @@ int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 	if (!cbs)
 		return -ENOMEM;
 	cbs->loop = loop;
+	rl__list_init(&cbs->chunks);
 	cbs->guess = FIRST_GUESS;
 	rl_loop_on_close(loop, &cbs->close_hook, close_with_loop);
 	*out = cbs;
@@ -113,8 +117,7 @@ struct rl__cb_entry *rl__cb_entry_get(rl_cb_ctx *cbs)
 
 		if (!c)
 			return NULL;
-		c->next = cbs->chunks;
-		cbs->chunks = c;
+		rl__list_add_head(&cbs->chunks, &c->link);
 		for (int i = 0; i < CHUNK; i++) {
 			c->e[i].cbs = cbs;
 			c->e[i].next_free = cbs->free;
@@ -146,19 +149,20 @@ void rl__cb_entry_put(rl_cb_ctx *cbs, struct rl__cb_entry *e)
  * back. */
 size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep)
 {
-	struct rl__cb_chunk **pc = &cbs->chunks, *c;
+	struct rl_link *link, *next;
+	struct rl__cb_chunk *c;
 	size_t freed = 0;
 
-	while ((c = *pc)) {
+	for (link = cbs->chunks.next; link != &cbs->chunks; link = next) {
 		bool busy = false;
 
+		next = link->next;
+		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
 		for (int i = 0; i < CHUNK && !busy; i++)
 			busy = c->e[i].in_use;
-		if (busy || cbs->pooled - CHUNK < keep) {
-			pc = &c->next;
+		if (busy || cbs->pooled - CHUNK < keep)
 			continue;
-		}
-		*pc = c->next;
+		rl__list_del(link);
 		for (int i = 0; i < CHUNK; i++)
 			free(c->e[i].buf);
 		free(c);
@@ -166,12 +170,14 @@ size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep)
 		freed += CHUNK;
 	}
 	cbs->free = NULL;
-	for (c = cbs->chunks; c; c = c->next)
+	rl__list_for_each(link, &cbs->chunks) {
+		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
 		for (int i = CHUNK - 1; i >= 0; i--)
 			if (!c->e[i].in_use) {
 				c->e[i].next_free = cbs->free;
 				cbs->free = &c->e[i];
 			}
+	}
 	return freed;
 }
 
@@ -187,11 +193,16 @@ size_t rl_cb_ctx_pooled(const rl_cb_ctx *cbs)
 
 size_t rl_cb_ctx_buffered(const rl_cb_ctx *cbs)
 {
+	const struct rl_link *link;
 	size_t bytes = 0;
 
-	for (const struct rl__cb_chunk *c = cbs->chunks; c; c = c->next)
+	rl__list_for_each(link, &cbs->chunks) {
+		const struct rl__cb_chunk *c =
+			RL__CONTAINER(link, struct rl__cb_chunk, link);
+
 		for (int i = 0; i < CHUNK; i++)
 			if (!c->e[i].in_use && c->e[i].buf)
 				bytes += c->e[i].cap;
+	}
 	return bytes;
 }

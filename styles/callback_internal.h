@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "ringloop/callback.h"
+#include "list.h"
 
 /*
  * A pooled entry: the request, the caller's callback and argument, and
@@ -38,7 +39,7 @@ struct rl_cb_ctx {
 	rl_loop *loop;
 	rl_close_hook close_hook; /* rl_loop_close() closes us */
 	struct rl__cb_entry *free;
-	struct rl__cb_chunk *chunks;
+	struct rl_link chunks; /* struct rl__cb_chunk */
 	size_t in_flight;
 	size_t pooled;
 	size_t guess; /* the first buffer of a new entry's read_file */

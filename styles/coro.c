@@ -60,12 +60,12 @@ static rl_coro *handle_get(rl_coro_ctx *s)
 			/* Once per handle: the loop leaves the request
 			 * reusable after each callback. */
 			rl_req_init(&slab->co[i].req);
-			slab->co[i].next = s->free;
+			slab->co[i].next_free = s->free;
 			s->free = &slab->co[i];
 		}
 		co = s->free;
 	}
-	s->free = co->next;
+	s->free = co->next_free;
 	/* Everything but the request, which each call sets up itself. */
 	memset(co, 0, offsetof(rl_coro, req));
 	s->stats.handles++;
@@ -77,30 +77,20 @@ static void handle_put(rl_coro *co)
 	rl_coro_ctx *s = co->sched;
 
 	co->sched = NULL; /* a stale handle then fails loudly in join */
-	co->next = s->free;
+	co->next_free = s->free;
 	s->free = co;
 	s->stats.handles--;
 }
 
 static void alive_add(rl_coro_ctx *s, rl_coro *co)
 {
-	co->prev = NULL;
-	co->next = s->alive;
-	if (s->alive)
-		s->alive->prev = co;
-	s->alive = co;
+	rl__list_add_head(&s->alive, &co->alive_link);
 	s->stats.alive++;
 }
 
 static void alive_del(rl_coro_ctx *s, rl_coro *co)
 {
-	if (co->prev)
-		co->prev->next = co->next;
-	else
-		s->alive = co->next;
-	if (co->next)
-		co->next->prev = co->prev;
-	co->next = co->prev = NULL;
+	rl__list_del(&co->alive_link);
 	s->stats.alive--;
 }
 
@@ -175,7 +165,7 @@ static void coro_main(void *arg)
 
 static void wake_task(rl_task *task)
 {
-	rl_coro *co = (rl_coro *)((char *)task - offsetof(rl_coro, task));
+	rl_coro *co = RL__CONTAINER(task, rl_coro, task);
 
 	rl__coro_resume(co, co->wake_val);
 }
@@ -222,27 +212,20 @@ static bool start_put_off(const rl_coro_ctx *s)
 
 static void start_more(rl_coro_ctx *s)
 {
-	rl_coro *co;
+	struct rl_link *link;
 
-	while ((co = s->starts) && !start_put_off(s)) {
-		s->starts = co->start_next;
-		if (!s->starts)
-			s->starts_tail = NULL;
-		start_now(co);
+	while (!rl__list_empty(&s->starts) && !start_put_off(s)) {
+		link = rl__list_pop(&s->starts);
+		start_now(RL__CONTAINER(link, rl_coro, start_link));
 	}
 }
 
 static void start_task(rl_task *task)
 {
-	rl_coro *co = (rl_coro *)((char *)task - offsetof(rl_coro, task));
+	rl_coro *co = RL__CONTAINER(task, rl_coro, task);
 	rl_coro_ctx *s = co->sched;
 
-	co->start_next = NULL;
-	if (s->starts_tail)
-		s->starts_tail->start_next = co;
-	else
-		s->starts = co;
-	s->starts_tail = co;
+	rl__list_add_tail(&s->starts, &co->start_link);
 	start_more(s);
 }
 
@@ -256,7 +239,7 @@ void rl__coro_io_done(rl_coro *co, int64_t val)
 	rl_coro_ctx *s = co->sched; /* co may be freed by the resume */
 
 	rl__coro_resume(co, val);
-	if (s->starts)
+	if (!rl__list_empty(&s->starts))
 		start_more(s);
 }
 
@@ -311,8 +294,7 @@ static int unwind_all(rl_coro_ctx *s);
  * memory goes at the last call, when no callback can reach it. */
 static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
 {
-	rl_coro_ctx *s = (rl_coro_ctx *)((char *)hook -
-					     offsetof(rl_coro_ctx, close_hook));
+	rl_coro_ctx *s = RL__CONTAINER(hook, rl_coro_ctx, close_hook);
 
 	(void)loop;
 	if (s->closed) {
@@ -342,6 +324,8 @@ int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
 	if (!s)
 		return -ENOMEM;
 	s->loop = loop;
+	rl__list_init(&s->alive);
+	rl__list_init(&s->starts);
 	s->stack_size = opt && opt->stack_size ? opt->stack_size
 					       : RL_CORO_STACK_DEFAULT;
 	s->start_window = opt && opt->start_window ? opt->start_window
@@ -419,12 +403,12 @@ static void cancel_wait(rl_coro_ctx *s, rl_coro *co)
  * from inside the loop, where it could not wait. */
 static int unwind_all(rl_coro_ctx *s)
 {
-	rl_coro *co;
+	struct rl_link *link;
 	int ret;
 
 	if (rl__coro_current)
 		return -EBUSY;
-	if (!s->alive) {
+	if (rl__list_empty(&s->alive)) {
 		s->closing = true;
 		return 0;
 	}
@@ -435,25 +419,25 @@ static int unwind_all(rl_coro_ctx *s)
 		return -EBUSY;
 	if (!s->closing) {
 		s->closing = true;
-		for (co = s->alive; co; co = co->next)
-			cancel_wait(s, co);
+		rl__list_for_each(link, &s->alive)
+			cancel_wait(s, RL__CONTAINER(link, rl_coro, alive_link));
 		/* Put-off starts run now; every call they make fails with
 		 * -ECANCELED. */
 		start_more(s);
 	}
-	while (s->alive) {
+	while (!rl__list_empty(&s->alive)) {
 		ret = rl_run(s->loop, RL_RUN_DEFAULT);
 		if (ret <= 0)
 			break; /* idle: only awaits of lost promises */
 	}
-	return s->alive ? -EBUSY : 0;
+	return rl__list_empty(&s->alive) ? 0 : -EBUSY;
 }
 
 int rl_coro_ctx_close(rl_coro_ctx *s)
 {
 	if (!s)
 		return -EINVAL;
-	if (rl__coro_current || s->alive)
+	if (rl__coro_current || !rl__list_empty(&s->alive))
 		return -EBUSY;
 	rl_loop_off_close(s->loop, &s->close_hook);
 	sched_free(s);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "ringloop/coro.h"
+#include "list.h"
 
 /* ------------------------------------------------------------ sanitizers */
 
@@ -39,9 +40,10 @@ void *rl__coro_switch(void **save_sp, void *to_sp, void *val);
  * rl__coro_switch() for a running context whose floating-point control
  * words are known to be fpctl, as rl__coro_fpctl() returns them: it stores
  * fpctl in the frame instead of reading the control registers, which is
- * the costliest part of a switch on x86-64. The scheduler does not use it
- * (coro.c says why); the switch benchmark (ringbench --micro) and the
- * switch tests do. On AArch64 it is rl__coro_switch itself and fpctl is
+ * the costliest part of a switch on x86-64. Nothing in the library calls
+ * it today: the scheduler cannot know the words (coro.c says why), and
+ * ringbench --micro measures the switch the scheduler uses. It stays, with
+ * its tests (test_coro_switch.c), for a caller that does know them. On AArch64 it is rl__coro_switch itself and fpctl is
  * ignored.
  */
 void *rl__coro_switch_known(void **save_sp, void *to_sp, void *val,
@@ -147,8 +149,9 @@ struct rl_coro {
 	 * called on closing with the coroutine suspended. */
 	void (*wait_cancel)(rl_coro *co);
 	rl_coro *joiner;
-	rl_coro *next, *prev;	/* the scheduler's alive list; free list */
-	rl_coro *start_next;	/* the scheduler's list of starts due */
+	struct rl_link alive_link; /* the scheduler's alive list */
+	struct rl_link start_link; /* the scheduler's list of starts due */
+	rl_coro *next_free;	/* the scheduler's recycled handles */
 	size_t stack_size;	/* asked at spawn, taken at start */
 	rl_task task;		/* start, yield and wake-ups */
 	uint64_t id;
@@ -180,8 +183,8 @@ struct rl_coro_ctx {
 	bool closed; /* unwound by the loop's close, freed at its end */
 	int altstack;		/* 1: we installed this thread's sigaltstack */
 	size_t stack_size;
-	rl_coro *alive;		/* spawned, not finished */
-	rl_coro *starts, *starts_tail; /* to start, in spawn order */
+	struct rl_link alive;	/* rl_coro: spawned, not finished */
+	struct rl_link starts;	/* rl_coro: to start, in spawn order */
 	size_t io_waiting;	/* coroutines suspended on a request */
 	size_t start_window;	/* see rl_coro_ctx_options */
 	rl_coro *free;		/* recycled handles */

@@ -19,7 +19,10 @@
 
 #include "coro_internal.h"
 
-#if defined(__has_include)
+/* cppcheck 2.10 cannot evaluate __has_include (it reports a division by
+ * zero in the #if); it analyses the build without Valgrind's client
+ * requests instead. */
+#if defined(__has_include) && !defined(__CPPCHECK__)
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
 #define RL__VALGRIND 1
@@ -39,7 +42,7 @@
  * first touched when the coroutine starts, not when it is spawned.
  */
 struct rl__coro_class {
-	struct rl__coro_class *next;
+	struct rl_link link; /* the pool's classes */
 	size_t size;
 	struct rl__coro_stack **free;
 	size_t nfree, cap;
@@ -47,7 +50,7 @@ struct rl__coro_class {
 
 struct rl_coro_pool {
 	size_t guard;
-	struct rl__coro_class *classes;
+	struct rl_link classes; /* struct rl__coro_class */
 	struct rl_coro_pool_stats stats;
 };
 
@@ -88,6 +91,7 @@ int rl_coro_pool_open(rl_coro_pool **out, size_t guard_size)
 	pool = calloc(1, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
+	rl__list_init(&pool->classes);
 	pool->guard = round_page(guard_size ? guard_size : 1);
 	*out = pool;
 	return 0;
@@ -190,11 +194,14 @@ static void stack_unmap(rl_coro_pool *pool, struct rl__coro_stack *st)
 
 static struct rl__coro_class *class_of(rl_coro_pool *pool, size_t size)
 {
+	struct rl_link *link;
 	struct rl__coro_class *c;
 
-	for (c = pool->classes; c; c = c->next)
+	rl__list_for_each(link, &pool->classes) {
+		c = RL__CONTAINER(link, struct rl__coro_class, link);
 		if (c->size == size)
 			return c;
+	}
 	return NULL;
 }
 
@@ -218,8 +225,7 @@ struct rl__coro_stack *rl__coro_stack_get(rl_coro_pool *pool, size_t size)
 		if (!c)
 			return NULL;
 		c->size = size;
-		c->next = pool->classes;
-		pool->classes = c;
+		rl__list_add_head(&pool->classes, &c->link);
 	}
 	if (c->nfree) {
 		pool->stats.reuses++;
@@ -260,14 +266,15 @@ void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st)
 
 int rl_coro_pool_close(rl_coro_pool *pool)
 {
-	struct rl__coro_class *c, *cn;
+	struct rl__coro_class *c;
+	struct rl_link *link;
 
 	if (!pool)
 		return -EINVAL;
 	if (pool->stats.mapped != pool->stats.idle)
 		return -EBUSY;
-	for (c = pool->classes; c; c = cn) {
-		cn = c->next;
+	while ((link = rl__list_pop(&pool->classes))) {
+		c = RL__CONTAINER(link, struct rl__coro_class, link);
 		while (c->nfree)
 			stack_unmap(pool, c->free[--c->nfree]);
 		free(c->free);

@@ -181,9 +181,7 @@ static void ctx_free(rl_promise_ctx *ctx)
  */
 static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
 {
-	rl_promise_ctx *ctx = (rl_promise_ctx *)((char *)hook -
-						 offsetof(rl_promise_ctx,
-							  close_hook));
+	rl_promise_ctx *ctx = RL__CONTAINER(hook, rl_promise_ctx, close_hook);
 
 	if (ctx->closed) {
 		ctx_free(ctx);
@@ -283,7 +281,7 @@ static void destroy(rl_promise *p, rl_promise **work)
 			rl__record_put(&p->ctx->inputs, rl__input_of(w));
 			break;
 		default:
-			rl__drop(RL__CONTAINER_OF(w, rl_promise, w), work);
+			rl__drop(RL__CONTAINER(w, rl_promise, w), work);
 			break;
 		}
 	}
@@ -308,7 +306,7 @@ void rl_promise_unref(rl_promise *p)
 
 	rl__drop(p, &work);
 	while ((p = work)) {
-		work = p->w.next ? RL__CONTAINER_OF(p->w.next, rl_promise, w)
+		work = p->w.next ? RL__CONTAINER(p->w.next, rl_promise, w)
 				 : NULL;
 		destroy(p, &work);
 	}
@@ -492,7 +490,7 @@ static void run_subscriber(struct rl__waiter *w)
  * the context refuses to close: the records in use would go with it. */
 static void run_waiter(rl_task *task)
 {
-	struct rl__waiter *w = RL__CONTAINER_OF(task, struct rl__waiter, task);
+	struct rl__waiter *w = RL__CONTAINER(task, struct rl__waiter, task);
 	rl_promise_ctx *ctx = w->src->ctx;
 
 	ctx->queued--;
@@ -511,15 +509,15 @@ static void run_waiter_kind(struct rl__waiter *w)
 
 	switch (w->kind) {
 	case RL__W_THEN:
-		p = RL__CONTAINER_OF(w, rl_promise, w);
+		p = RL__CONTAINER(w, rl_promise, w);
 		run_then(p, src);
 		break;
 	case RL__W_FINALLY:
-		p = RL__CONTAINER_OF(w, rl_promise, w);
+		p = RL__CONTAINER(w, rl_promise, w);
 		run_finally(p, src);
 		break;
 	case RL__W_THUNK:
-		p = RL__CONTAINER_OF(w, rl_promise, w);
+		p = RL__CONTAINER(w, rl_promise, w);
 		run_thunk(p, src);
 		break;
 	case RL__W_ADOPT_JOB:
@@ -530,7 +528,7 @@ static void run_waiter_kind(struct rl__waiter *w)
 		rl_promise_unref(src);
 		return;
 	case RL__W_ADOPT:
-		p = RL__CONTAINER_OF(w, rl_promise, w);
+		p = RL__CONTAINER(w, rl_promise, w);
 		rl__settle(p, src->err, src->value, rl__value_owner(src));
 		break;
 	default:

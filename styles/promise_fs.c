@@ -144,7 +144,7 @@ static struct rl_value req_value(const rl_req *req)
 
 static void req_cb(rl_req *req)
 {
-	struct rl__op *op = RL__CONTAINER_OF(req, struct rl__op, u.req);
+	struct rl__op *op = RL__CONTAINER(req, struct rl__op, u.req);
 	struct rl_value value = { req->result, NULL };
 
 	op->p->ctx->inflight--;
@@ -157,7 +157,7 @@ static void req_cb(rl_req *req)
  * again, fulfilled or rejected. */
 static void grow_cb(rl_req *req)
 {
-	struct rl__op *op = RL__CONTAINER_OF(req, struct rl__op, u.req);
+	struct rl__op *op = RL__CONTAINER(req, struct rl__op, u.req);
 	struct rl_value value = { req->result, req->buf };
 
 	op->p->ctx->inflight--;
@@ -342,7 +342,7 @@ rl_promise *rl_promise_fs_rename(rl_promise_ctx *ctx, const char *from,
 
 static void timer_cb(rl_timer *timer, int status)
 {
-	struct rl__op *op = RL__CONTAINER_OF(timer, struct rl__op, u.timer);
+	struct rl__op *op = RL__CONTAINER(timer, struct rl__op, u.timer);
 
 	op->p->ctx->inflight--;
 	op_done(op, status < 0 ? status : 0, (struct rl_value){ 0, NULL });

@@ -25,9 +25,7 @@
 #include <stdint.h>
 
 #include "ringloop/promise.h"
-
-#define RL__CONTAINER_OF(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#include "list.h"
 
 /* What a waiter does when it runs. */
 enum rl__wkind {
@@ -159,7 +157,7 @@ void rl__drop(rl_promise *p, rl_promise **work);
 
 static inline struct rl__input *rl__input_of(struct rl__waiter *w)
 {
-	return RL__CONTAINER_OF(w, struct rl__input, w);
+	return RL__CONTAINER(w, struct rl__input, w);
 }
 
 #endif /* RL_PROMISE_INTERNAL_H */

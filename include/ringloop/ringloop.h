@@ -58,6 +58,14 @@ typedef struct rl_req rl_req;
 typedef struct rl_timer rl_timer;
 typedef struct rl_task rl_task;
 
+/* A link in one of the loop's intrusive lists, inside the structs the
+ * caller owns (tasks, timers, close hooks): private to the loop, zero
+ * while the struct is on no list. */
+struct rl_link {
+	struct rl_link *next;
+	struct rl_link *prev;
+};
+
 /* ---------------------------------------------------------------- options */
 
 enum rl_backend_kind {
@@ -208,7 +216,7 @@ int rl_loop_close(rl_loop *loop);
 typedef struct rl_close_hook rl_close_hook;
 struct rl_close_hook {
 	int (*fn)(rl_close_hook *hook, rl_loop *loop);
-	rl_close_hook *next; /* private */
+	struct rl_link link; /* private */
 };
 
 void rl_loop_on_close(rl_loop *loop, rl_close_hook *hook,
@@ -590,7 +598,7 @@ struct rl_timer {
 	uint64_t seq;	  /* FIFO order among equal deadlines */
 	uint32_t index;	  /* position in the heap */
 	uint32_t state;	  /* RL__TIMER_* */
-	rl_timer *next;	  /* cancelled-timer queue */
+	struct rl_link link; /* cancelled-timer queue */
 };
 
 /* Zeroes timer: what a timer must be before its first start (a zeroed
@@ -860,7 +868,7 @@ int rl_post(rl_loop *loop, struct rl_post *post, void (*cb)(struct rl_post *post
  */
 struct rl_task {
 	void (*fn)(rl_task *task);
-	rl_task *next; /* private */
+	struct rl_link link; /* private */
 };
 
 void rl_task_queue(rl_loop *loop, rl_task *task, void (*fn)(rl_task *task));
