@@ -14,7 +14,9 @@
  * script's to catch (timeout). Everything happens in a scratch directory
  * under $TMPDIR (or /tmp), on loopback and local files only.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
