@@ -62,6 +62,9 @@ int rl__fs_accept(rl_loop *loop, rl_req *req)
 	rl__req(req)->state |= RL__REQ_ACTIVE;
 	loop->active_reqs++;
 	loop->stats.submissions++;
+	if (loop->spread && req->op == RL_OP_READ_FILE &&
+	    rl__spread_submit(loop, req))
+		return 0;
 	loop->backend->submit(loop, req);
 	return 0;
 }
@@ -177,7 +180,10 @@ int rl_cancel(rl_loop *loop, rl_req *req)
 	if (rl__req(req)->state & RL__REQ_DONE)
 		return -ENOENT;
 	rl__req(req)->state |= RL__REQ_CANCEL;
-	loop->backend->cancel(loop, req);
+	if (rl__req(req)->state & RL__REQ_SPREAD)
+		rl__spread_cancel(loop, req);
+	else
+		loop->backend->cancel(loop, req);
 	return 0;
 }
 

@@ -30,6 +30,7 @@ enum {
 	RL__REQ_STREAM = 1u << 5,   /* many callbacks: items, then a final */
 	RL__REQ_MORE = 1u << 6,	    /* an item's callback is running */
 	RL__REQ_TIMEDOUT = 1u << 7, /* cancelled by its deadline */
+	RL__REQ_SPREAD = 1u << 8,   /* runs on another loop of its group */
 };
 
 /* Timer states (timer->state). */
@@ -69,6 +70,11 @@ struct rl__backend {
 	 * again (their callbacks returned, or the user released them). */
 	int (*net_setup)(rl_loop *loop);
 	void (*net_bufs_back)(rl_loop *loop, const uint16_t *ids, unsigned n);
+	/* Called on from's thread, from inside rl_run(): wakes the sleeping
+	 * loop to (of the same backend) through from's own ring, without a
+	 * syscall of its own. Returns false when it cannot (no room); the
+	 * caller then uses to's wake(). NULL: the backend has no such way. */
+	bool (*ring)(rl_loop *from, rl_loop *to);
 };
 
 extern const struct rl__backend rl__backend_uring;
@@ -112,7 +118,35 @@ struct rl_loop {
 	int running; /* nesting guard for rl_run() */
 
 	struct rl_stats stats;
+
+	/* Cross-loop messages (msg.c): set while the loop sleeps in its
+	 * backend's wait, taken by the one poster that wakes it. */
+	_Atomic bool asleep;
+	uint8_t msg_wake; /* enum rl_msg_wake: how this loop wakes others */
+	/* The group the loop belongs to (group.c), or NULL; spread: its
+	 * read_files go to the group's other loops (spread.c). */
+	struct rl__member *member;
+	bool spread;
 };
+
+/* The loop running on this thread (inside rl_run()), or NULL. */
+extern __thread rl_loop *rl__loop_current;
+
+/* msg.c: makes a sleeping loop see the post just pushed to it. */
+void rl__msg_wake(rl_loop *loop);
+/* msg.c: a wake-up sent through the ring failed (the target's CQ was
+ * full): sends it again the other way. */
+void rl__msg_ring_failed(rl_loop *to);
+
+/* spread.c: takes an accepted read_file to another loop of the group;
+ * false: run it here. Cancels one that is there. */
+bool rl__spread_submit(rl_loop *loop, rl_req *req);
+void rl__spread_cancel(rl_loop *loop, rl_req *req);
+
+/* loop.c: rl_loop_close() in two steps, for a group, whose loops must
+ * stay valid (posts to them refused) until every one has shut down. */
+int rl__loop_shutdown(rl_loop *loop);
+void rl__loop_free(rl_loop *loop);
 
 /* Backend -> loop: req finished with result; queues its callback. The loop
  * turns the result into -ECANCELED when the request was cancelled. */

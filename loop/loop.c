@@ -20,6 +20,7 @@
 
 #include "internal.h"
 
+__thread rl_loop *rl__loop_current;
 
 uint64_t rl__clock_ns(void)
 {
@@ -145,6 +146,7 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 	atomic_init(&loop->posts, NULL);
 	atomic_init(&loop->posters, 0);
 	atomic_init(&loop->dead, false);
+	atomic_init(&loop->asleep, false);
 
 	if (kind == RL_BACKEND_EPOLL) {
 		loop->backend = &rl__backend_epoll;
@@ -352,10 +354,8 @@ int rl_post(rl_loop *loop, struct rl_post *post, void (*cb)(struct rl_post *post
 	} while (!atomic_compare_exchange_weak_explicit(
 		&loop->posts, &head, post, memory_order_release,
 		memory_order_relaxed));
-	/* Only the post that made the stack non-empty wakes the loop: one
-	 * eventfd write per batch of posts, not per post. */
-	if (!head)
-		loop->backend->wake(loop);
+	/* Only a sleeping loop is woken, once per sleep (msg.c). */
+	rl__msg_wake(loop);
 	atomic_fetch_sub_explicit(&loop->posters, 1, memory_order_release);
 	return 0;
 }
@@ -401,8 +401,29 @@ static int run_batch(rl_loop *loop)
 	return n;
 }
 
+/*
+ * The loop says it sleeps before it looks at the posts one last time; a
+ * poster pushes before it looks at the flag. Both pairs are sequentially
+ * consistent, so at least one side sees the other: the loop finds the
+ * post and does not sleep, or the poster finds the flag and wakes it
+ * (msg.c). A busy loop is never woken: it sees the posts after its batch.
+ */
+static int64_t going_to_sleep(rl_loop *loop, int64_t timeout)
+{
+	if (timeout == 0)
+		return 0;
+	atomic_store_explicit(&loop->asleep, true, memory_order_seq_cst);
+	if (atomic_load_explicit(&loop->posts, memory_order_seq_cst)) {
+		atomic_store_explicit(&loop->asleep, false,
+				      memory_order_relaxed);
+		return 0;
+	}
+	return timeout;
+}
+
 int rl_run(rl_loop *loop, enum rl_run_mode mode)
 {
+	rl_loop *outer = rl__loop_current;
 	int64_t timeout;
 	int n = 0, ret;
 
@@ -412,6 +433,7 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 		return -EBUSY;
 	loop->running = 1;
 	loop->stop = false;
+	rl__loop_current = loop;
 	loop->now_ns = rl__clock_ns();
 	n += run_batch(loop);
 
@@ -423,7 +445,11 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 			timeout = 0;
 		else
 			timeout = rl__timers_next_ns(loop);
+		timeout = going_to_sleep(loop, timeout);
 		ret = loop->backend->wait(loop, timeout);
+		if (timeout != 0)
+			atomic_store_explicit(&loop->asleep, false,
+					      memory_order_relaxed);
 		if (ret < 0 && ret != -EINTR && ret != -ETIME) {
 			n = ret;
 			break;
@@ -435,6 +461,7 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 			break;
 	}
 	loop->running = 0;
+	rl__loop_current = outer;
 	return n;
 }
 
@@ -488,6 +515,19 @@ static void run_release_hooks(rl_loop *loop)
 
 int rl_loop_close(rl_loop *loop)
 {
+	int ret;
+
+	/* A loop of a group closes with its group (rl_group_close()). */
+	if (loop && loop->member)
+		return -EBUSY;
+	ret = rl__loop_shutdown(loop);
+	if (ret == 0)
+		rl__loop_free(loop);
+	return ret;
+}
+
+int rl__loop_shutdown(rl_loop *loop)
+{
 	int guard = 0, ret;
 
 	if (!loop)
@@ -521,10 +561,14 @@ int rl_loop_close(rl_loop *loop)
 		sched_yield();
 	rl__drain_posts(loop);
 	run_release_hooks(loop);
+	return 0;
+}
+
+void rl__loop_free(rl_loop *loop)
+{
 	loop->backend->destroy(loop);
 	rl__fs_free(loop);
 	rl__net_free(loop);
 	rl__timers_free(loop);
 	free(loop);
-	return 0;
 }

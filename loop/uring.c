@@ -419,8 +419,12 @@ static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
 			loop->stats.wakeups++;
 		return;
 	}
-	if (tag == RL__TAG_CANCEL)
+	if (tag == RL__TAG_CANCEL) {
+		/* A cross-loop wake-up that failed (uring_msg.c). */
+		if (req)
+			rl__msg_ring_failed((rl_loop *)(void *)req);
 		return;
+	}
 	/* Kernel-internal restart codes (ERESTARTSYS 512 ... 516) never
 	 * belong in user space, but on 6.18 an openat that io-wq ran and
 	 * a cancel interrupted (a FIFO's open waiting for a peer) completes
@@ -729,4 +733,5 @@ const struct rl__backend rl__backend_uring = {
 	.register_buffers = rl__uring_register_buffers,
 	.net_setup = rl__uring_net_setup,
 	.net_bufs_back = rl__uring_net_bufs_back,
+	.ring = rl__uring_ring,
 };

@@ -27,6 +27,10 @@ enum {
 	RL__TAG_LINK_TIMEOUT = 6, /* a connect's linked timeout */
 	RL__TAG_SLOT = 7,   /* the close of a slot: slot << 3 | tag */
 	RL__TAG_MASK = 7,
+	/* A cross-loop wake-up (uring_msg.c) shares the cancels' tag, whose
+	 * CQEs are ignored: bare on the target's ring, with the target loop's
+	 * pointer on the sender's when it failed. */
+	RL__TAG_MSG = RL__TAG_CANCEL,
 };
 
 /* Sockets (uring_net.c): the provided buffer ring, the streams waiting
@@ -179,5 +183,8 @@ void rl__uring_net_closing(rl_loop *loop, struct rl__uring *u);
 void rl__uring_net_destroy(struct rl__uring *u);
 int rl__uring_net_setup(rl_loop *loop);
 void rl__uring_net_bufs_back(rl_loop *loop, const uint16_t *ids, unsigned n);
+
+/* Cross-loop wake-ups (uring_msg.c): the backend's ring(). */
+bool rl__uring_ring(rl_loop *from, rl_loop *to);
 
 #endif /* RINGLOOP_URING_H */

@@ -165,6 +165,25 @@ int rl_promise_reject(rl_promise *p, int err);
 int rl_promise_reject_value(rl_promise *p, int err, struct rl_value value);
 int rl_promise_adopt(rl_promise *p, rl_promise *q);
 
+/*
+ * Settling from another loop of a group, or from any thread. On p's loop,
+ * rl_promise_remote_new() makes a handle that holds a reference to p and
+ * keeps p's loop alive (rl_ref) until it is used; NULL without memory.
+ * Any thread then settles p with it, once: the settlement travels to p's
+ * loop as a message (rl_post) and settles p there as rl_promise_resolve()
+ * or rl_promise_reject() would (a promise settled already ignores it), and
+ * the handle is freed there. They return 0, or -ESHUTDOWN when p's loop is
+ * closing (the handle is freed, p is not settled), -EINVAL for err >= 0
+ * (the handle stays usable). rl_promise_remote_drop(), on p's loop, lets
+ * go of a handle that will not be used.
+ */
+typedef struct rl_promise_remote rl_promise_remote;
+
+rl_promise_remote *rl_promise_remote_new(rl_promise *p);
+int rl_promise_remote_resolve(rl_promise_remote *r, struct rl_value value);
+int rl_promise_remote_reject(rl_promise_remote *r, int err);
+void rl_promise_remote_drop(rl_promise_remote *r);
+
 rl_promise *rl_promise_ref(rl_promise *p);
 void rl_promise_unref(rl_promise *p);
 

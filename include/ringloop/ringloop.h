@@ -873,6 +873,99 @@ struct rl_task {
 
 void rl_task_queue(rl_loop *loop, rl_task *task, void (*fn)(rl_task *task));
 
+/* ----------------------------------------------------------------- groups */
+
+/*
+ * A group of loops, one per CPU by default, each on its own thread with its
+ * own ring or epoll set, as one program. Loop 0 is the caller's: the
+ * thread that opened the group runs it with rl_run(), as any loop. Every
+ * other loop runs on a thread of the group from rl_group_open() to
+ * rl_group_close(), idle until work comes to it: a message (rl_post() to
+ * it), a share of rl_group_run(), or requests of a spread burst.
+ *
+ * Messages. rl_post() to a loop of the group is the cross-loop message:
+ * its callback runs on the target loop's thread. The messages one thread
+ * sends to one loop run in the order it sent them; none is lost. Only a
+ * sleeping loop is woken, once per sleep; a busy one finds its messages
+ * after its current batch. A loop of an io_uring group wakes another with
+ * IORING_OP_MSG_RING, sent with its own next io_uring_enter(); other
+ * threads, epoll loops and RL_MSG_WAKE_EVENTFD write the target's eventfd.
+ *
+ * Spreading. A loop with spread on (RL_GROUP_SPREAD, rl_loop_spread())
+ * hands its read_files to the group's loops in turn, itself included:
+ * each runs its share on its own ring or pool, and the result comes back
+ * as a message, so the request completes on the loop that submitted it,
+ * with the same callback, result and buffer as without spreading (a
+ * grown buffer included); rl_cancel() and deadlines work as usual. Every
+ * style built on the loop spreads with it, unchanged.
+ *
+ * Thread per core. rl_group_run() runs a function on every loop's thread,
+ * each loop running its own share of the work (its own promise and
+ * coroutine contexts, opened there), and returns when every share is done.
+ *
+ * Closing. rl_group_close() closes every loop on its own thread, all at
+ * once: each cancels what is in flight and runs its callbacks, messages
+ * accepted before run, and rl_post() to a closing loop fails with
+ * -ESHUTDOWN (it stays safe to call until rl_group_close() returns). The
+ * loops of a group close only that way: rl_loop_close() of one says
+ * -EBUSY.
+ */
+typedef struct rl_group rl_group;
+
+/* How a loop of a group wakes another that sleeps. */
+enum rl_msg_wake {
+	RL_MSG_WAKE_DEFAULT = 0, /* the faster way the backend has */
+	RL_MSG_WAKE_RING = 1,	 /* io_uring: IORING_OP_MSG_RING */
+	RL_MSG_WAKE_EVENTFD = 2, /* an eventfd write */
+};
+
+enum rl_group_flags {
+	RL_GROUP_SPREAD = 1u << 0, /* every loop starts with spread on */
+	RL_GROUP_PIN = 1u << 1,	   /* loop i's thread on the i-th CPU the
+				    * process may use (loop 0 is the
+				    * caller's: it is not moved) */
+};
+
+struct rl_group_options {
+	unsigned loops;		/* 0 = the CPUs the process may run on */
+	unsigned flags;		/* enum rl_group_flags */
+	int msg_wake;		/* enum rl_msg_wake */
+	struct rl_options loop; /* every loop's options */
+};
+
+void rl_group_options_init(struct rl_group_options *opt);
+
+/*
+ * Opens the loops (at most 256), each on the thread that will run it, and
+ * starts their threads. Returns 0 and sets *out, or -errno (a loop that
+ * could not open: nothing is left running).
+ */
+int rl_group_open(rl_group **out, const struct rl_group_options *opt);
+
+/* Closes every loop (see above) and frees the group; on the thread that
+ * opened it, not inside rl_run(). Returns 0, or -EBUSY (loop 0 running). */
+int rl_group_close(rl_group *group);
+
+unsigned rl_group_size(const rl_group *group);
+/* Loop i of the group (0: the caller's), or NULL past the end. */
+rl_loop *rl_group_loop(const rl_group *group, unsigned i);
+/* The index of loop in its group, or -1 when it is in none. */
+int rl_loop_group_index(const rl_loop *loop);
+
+/*
+ * Thread per core: runs fn(loop, i, arg) on the thread of every loop i of
+ * the group (loop 0's on the caller's, which must be the opener's and not
+ * in rl_run()), then runs each loop until its share is done, i.e. until
+ * the loop has nothing alive (what rl_run() would return on). Returns
+ * once every share is done: 0, or -EBUSY.
+ */
+int rl_group_run(rl_group *group,
+		 void (*fn)(rl_loop *loop, unsigned i, void *arg), void *arg);
+
+/* Turns spreading on or off for the read_files submitted on loop from now
+ * on (on its thread). Returns 0, or -EINVAL when loop is in no group. */
+int rl_loop_spread(rl_loop *loop, int on);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus
