@@ -82,13 +82,24 @@ static void quit_cb(struct rl_post *post)
 	RL__OUTER(post, struct rl__member, quit_post)->quit = true;
 }
 
+/* The share runs after the batch this message came in, outside rl_run(),
+ * so that it may run the loop itself. */
 static void share_cb(struct rl_post *post)
 {
-	struct rl__member *m = RL__OUTER(post, struct rl__member, share_post);
+	RL__OUTER(post, struct rl__member, share_post)->share_pending = true;
+}
+
+static void run_share(struct rl__member *m)
+{
 	rl_group *g = m->group;
 
+	m->share_pending = false;
 	m->share_active = true;
+	/* Without the group's reference, an rl_run() of the share returns
+	 * when its work is done, as on any loop. */
+	rl_unref(m->loop);
 	g->share_fn(m->loop, m->index, g->share_arg);
+	rl_ref(m->loop);
 }
 
 /* On loop 0: one more share is done. */
@@ -147,6 +158,8 @@ static void *worker_main(void *arg)
 		ret = rl_run(loop, RL_RUN_ONCE);
 		if (ret < 0 && ret != -EINTR)
 			break;
+		if (m->share_pending)
+			run_share(m);
 		if (m->share_active && share_done(loop)) {
 			m->share_active = false;
 			rl_post(g->m[0].loop, &m->done_post, done_cb);

@@ -38,7 +38,8 @@ struct rl__member {
 	int open_err;
 	/* The member's thread only. */
 	bool quit;
-	bool share_active;
+	bool share_pending; /* rl_group_run() asked for a share */
+	bool share_active;  /* a share ran: done when the loop is idle */
 	struct rl_post quit_post, share_post, done_post;
 	struct rl__spread spread;
 };

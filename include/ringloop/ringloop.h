@@ -955,9 +955,11 @@ int rl_loop_group_index(const rl_loop *loop);
 /*
  * Thread per core: runs fn(loop, i, arg) on the thread of every loop i of
  * the group (loop 0's on the caller's, which must be the opener's and not
- * in rl_run()), then runs each loop until its share is done, i.e. until
- * the loop has nothing alive (what rl_run() would return on). Returns
- * once every share is done: 0, or -EBUSY.
+ * in rl_run()), outside rl_run(), so fn may run the loop itself (an
+ * rl_run() there returns when the loop's own work is done, as on a loop
+ * of no group). Then each loop runs until its share is done, i.e. until
+ * it has nothing alive (what rl_run() would return on). Returns once
+ * every share is done: 0, or -EBUSY.
  */
 int rl_group_run(rl_group *group,
 		 void (*fn)(rl_loop *loop, unsigned i, void *arg), void *arg);
