@@ -71,6 +71,7 @@ struct bench_ctx {
 	uint64_t ops;		 /* what a run completed, when it is not n */
 	double resident;	 /* cold: share of pages resident before the
 				* run (set by the driver), else < 0 */
+	struct bench_group *group; /* tpc rows: the group (bench_group.h) */
 };
 
 typedef int (*bench_fn)(struct bench_ctx *ctx);

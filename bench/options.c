@@ -89,7 +89,10 @@ static void usage(FILE *f)
 		"  --drop-cache PATH  drop the page cache of PATH (a file, or the files\n"
 		"                     of a directory), print the share of its pages\n"
 		"                     still resident, and exit (for scripts/peers.sh)\n"
-		"  --micro            also measure the coroutine switch round trip\n"
+		"  --loops N          loops of the spread and tpc rows (0 = one per CPU;\n"
+		"                     0..256); the other rows run on one loop\n"
+		"  --micro            also measure the coroutine switch round trip and\n"
+		"                     the cross-loop message round trip\n"
 		"  --out DIR          write DIR/<timestamp>.json and .csv (bench/results)\n"
 		"  --no-out           write no result files\n"
 		"  --help             this text\n",
@@ -242,6 +245,7 @@ void bench_opts_parse(int argc, char **argv)
 		O_NOINLINE,
 		O_CWINDOW,
 		O_MICRO,
+		O_LOOPS,
 		O_OUT,
 		O_NOOUT,
 		O_NOLAT,
@@ -288,6 +292,7 @@ void bench_opts_parse(int argc, char **argv)
 		{ "no-inline", no_argument, 0, O_NOINLINE },
 		{ "coro-window", required_argument, 0, O_CWINDOW },
 		{ "micro", no_argument, 0, O_MICRO },
+		{ "loops", required_argument, 0, O_LOOPS },
 		{ "out", required_argument, 0, O_OUT },
 		{ "no-out", no_argument, 0, O_NOOUT },
 		{ "no-latency", no_argument, 0, O_NOLAT },
@@ -408,6 +413,9 @@ void bench_opts_parse(int argc, char **argv)
 			break;
 		case O_MICRO:
 			o->micro = true;
+			break;
+		case O_LOOPS:
+			o->loops = (unsigned)num("--loops", optarg, 0, 256);
 			break;
 		case O_OUT:
 			o->out_dir = optarg;

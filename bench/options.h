@@ -30,6 +30,7 @@
 
 struct bench_opts {
 	unsigned n, runs, warmup, files, window;
+	unsigned loops; /* spread and tpc rows: the group's size, 0 = CPUs */
 	size_t size;
 	const char *file;
 	size_t coro_window;	/* 0: RL_CORO_START_WINDOW */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_group.h"
 #include "cell.h"
 #include "files.h"
 #include "machine.h"
@@ -149,22 +150,32 @@ static bench_fn style_fn(const struct style *st, unsigned sc)
 	}
 }
 
+/* How a backend's rows use loops: one; a group whose loop 0 spreads the
+ * burst over the others; a group whose loops each read a share. */
+enum { ONE_LOOP, SPREAD, TPC };
+
 struct backend {
 	const char *name;
 	int kind;
 	unsigned flags;
+	int loops; /* ONE_LOOP, SPREAD or TPC */
 };
 
 static const struct backend backends[] = {
-	{ "uring", RL_BACKEND_URING, 0 },
-	{ "epoll", RL_BACKEND_EPOLL, 0 },
-	{ "epoll-pool", RL_BACKEND_EPOLL, RL_NO_INLINE },
+	{ "uring", RL_BACKEND_URING, 0, ONE_LOOP },
+	{ "epoll", RL_BACKEND_EPOLL, 0, ONE_LOOP },
+	{ "epoll-pool", RL_BACKEND_EPOLL, RL_NO_INLINE, ONE_LOOP },
+	{ "uring-spread", RL_BACKEND_URING, 0, SPREAD },
+	{ "epoll-spread", RL_BACKEND_EPOLL, 0, SPREAD },
+	{ "uring-tpc", RL_BACKEND_URING, 0, TPC },
+	{ "epoll-tpc", RL_BACKEND_EPOLL, 0, TPC },
 };
 
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
 static const char *const backend_names[] = {
-	"sync", "sync-mt", "raw-uring", "uring", "epoll", "epoll-pool", NULL,
+	"sync", "sync-mt", "raw-uring", "uring", "epoll", "epoll-pool",
+	"uring-spread", "epoll-spread", "uring-tpc", "epoll-tpc", NULL,
 };
 static const char *const style_names[] = {
 	"baseline", "callback", "promise", "coro", NULL,
@@ -190,6 +201,11 @@ static bool want_base[NBASELINES][SC_COUNT];
 
 static bool selected(const char *backend, const char *style, unsigned sc)
 {
+	/* The rows on several loops are the parallel read_file only: the
+	 * blocking scenario has one read in flight, by definition. */
+	if ((strstr(backend, "-spread") || strstr(backend, "-tpc")) &&
+	    sc != SC_PARALLEL)
+		return false;
 	return bench_listed(bench_opt.backends, backend) &&
 	       bench_listed(bench_opt.styles, style) &&
 	       bench_scenario_selected(scenarios[sc].name, scenarios[sc].mode);
@@ -514,10 +530,26 @@ static int open_loop(const struct backend *k, unsigned pool_threads,
 	return ret;
 }
 
+/* A group of --loops loops with k's knobs; *loop is its loop 0, which
+ * spreads for the spread rows. */
+static int open_group(const struct backend *k, struct bench_group *bg,
+		      rl_loop **loop)
+{
+	struct rl_options opt = bench_opt.loop;
+	int ret;
+
+	opt.backend = k->kind;
+	opt.flags |= k->flags;
+	ret = bench_group_open(bg, &opt, bench_opt.loops, k->loops == SPREAD);
+	*loop = ret == 0 ? rl_group_loop(bg->g, 0) : NULL;
+	return ret;
+}
+
 /* The fixed-size scenarios of group g on backend k, every style. */
 static void run_backend(const struct backend *k, unsigned g,
 			const struct bench_subject *pair)
 {
+	struct bench_group bg = { 0 };
 	rl_loop *loop = NULL;
 	int ret = -EINVAL;
 	bool any = false;
@@ -528,8 +560,12 @@ static void run_backend(const struct backend *k, unsigned g,
 			       selected(k->name, styles[s].name, sc);
 	if (!any)
 		return;
-	if (!group_error[0])
+	if (group_error[0])
+		;
+	else if (k->loops == ONE_LOOP)
 		ret = open_loop(k, 0, &loop);
+	else
+		ret = open_group(k, &bg, &loop);
 	for (unsigned s = 0; s < NSTYLES; s++) {
 		const struct style *st = &styles[s];
 		struct bench_ctx ctx;
@@ -545,6 +581,14 @@ static void run_backend(const struct backend *k, unsigned g,
 			subj = (struct bench_subject){ style_fn(st, sc), &ctx,
 						       NULL, NULL };
 			set_hooks(&subj, sc);
+			if (k->loops == TPC) {
+				/* Each loop runs the style's scenario on its
+				 * share, with a context of its own. */
+				bg.fn = subj.fn;
+				bg.free = st->free;
+				ctx.group = &bg;
+				subj.fn = bench_tpc_run;
+			}
 			c = add_cell(k->name, st->name, sc,
 				     fixed_qd(k->name, st->name, sc, &ctx));
 			if (c->error)
@@ -554,13 +598,19 @@ static void run_backend(const struct backend *k, unsigned g,
 						rl_strerror(ret));
 			else
 				bench_cell_measure(c, &subj, pair, lat_t0);
+			if (ret == 0 && k->loops != ONE_LOOP)
+				bench_cell_extra(c, "loops", bg.loops, 0);
 			finish(c);
 			if (ret == 0 && st->free)
 				st->free(&ctx);
+			if (ret == 0 && k->loops == TPC)
+				bench_group_free_styles(&bg);
 		}
 	}
-	if (ret == 0)
+	if (ret == 0 && k->loops == ONE_LOOP)
 		rl_loop_close(loop);
+	else if (ret == 0)
+		bench_group_close(&bg);
 }
 
 /* Random I/O scenario sc at queue depth qd on backend k, every style, on
@@ -783,6 +833,36 @@ static int check_storage_options(void)
 	return 0;
 }
 
+/* --micro: the cross-loop round trip with each way to wake a loop. */
+static void micro_msg(void)
+{
+	static const struct {
+		const char *name;
+		int backend, wake;
+	} ways[] = {
+		{ "uring, IORING_OP_MSG_RING", RL_BACKEND_URING,
+		  RL_MSG_WAKE_RING },
+		{ "uring, eventfd", RL_BACKEND_URING, RL_MSG_WAKE_EVENTFD },
+		{ "epoll, eventfd", RL_BACKEND_EPOLL, RL_MSG_WAKE_EVENTFD },
+	};
+
+	for (unsigned i = 0; i < sizeof(ways) / sizeof(ways[0]); i++) {
+		double p50 = 0, p99 = 0;
+		int ret = bench_msg_rtt(ways[i].backend, ways[i].wake, 20000,
+					&p50, &p99);
+
+		if (ret < 0)
+			fprintf(bench_report_text(),
+				"cross-loop round trip (%s): %s\n",
+				ways[i].name, rl_strerror(ret));
+		else
+			fprintf(bench_report_text(),
+				"cross-loop round trip (%s): p50 %.2f us, "
+				"p99 %.2f us\n",
+				ways[i].name, p50, p99);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_machine machine;
@@ -844,9 +924,11 @@ int main(int argc, char **argv)
 	group_error[0] = 0;
 
 	bench_report_table(cells, ncells);
-	if (bench_opt.micro)
+	if (bench_opt.micro) {
 		fprintf(bench_report_text(), "switch round trip: %.2f ns\n",
 			bench_coro_switch_ns(10000000));
+		micro_msg();
+	}
 	getrusage(RUSAGE_SELF, &ru);
 	fprintf(bench_report_text(),
 		"\npeak RSS: %.1f MB; %u cells in %.1f s\n",

@@ -12,8 +12,8 @@ fail() { echo "bench_smoke: $*" >&2; exit 1; }
 
 out=$("$rb" -n 300 --runs 2 --json --no-out 2>/dev/null)
 cells=$(printf '%s\n' "$out" | grep -c '^{"backend"' || true)
-[ "$cells" -eq 23 ] ||
-	fail "expected 23 cells (sync x2, sync-mt, raw-uring x2, 3 backends x 3 styles x 2), got $cells"
+[ "$cells" -eq 35 ] ||
+	fail "expected 35 cells (sync x2, sync-mt, raw-uring x2, 3 backends x 3 styles x 2, 4 group rows x 3 styles), got $cells"
 if printf '%s\n' "$out" | grep -q '"error"'; then
 	printf '%s\n' "$out" | grep '"error"' >&2
 	fail "a default cell failed"
@@ -29,7 +29,16 @@ printf '%s\n' "$out" | grep '"backend":"raw-uring"' | grep -q '"error"' ||
 	fail "raw-uring ignored a refused knob"
 printf '%s\n' "$out" | grep '"backend":"epoll"' | grep -q '"median_ms"' ||
 	fail "the run did not go on after an error cell"
-echo "bench_smoke: ok ($cells cells, refused knob reported)"
+# The group rows on more loops than CPUs: every read still right.
+out=$("$rb" -n 300 --runs 1 --json --no-out --loops 3 \
+	--backend uring-spread,epoll-spread,uring-tpc,epoll-tpc 2>/dev/null)
+[ "$(printf '%s\n' "$out" | grep -c '"loops":3')" -eq 12 ] ||
+	fail "--loops 3 did not give 12 cells on 3 loops"
+if printf '%s\n' "$out" | grep -q '"error"'; then
+	printf '%s\n' "$out" | grep '"error"' >&2
+	fail "a group cell failed"
+fi
+echo "bench_smoke: ok ($cells cells, refused knob reported, group rows)"
 
 for t in tests/bench/test_*.sh; do
 	bash "$t" || fail "$t failed"

@@ -5,7 +5,7 @@
 #
 #   scripts/sweep.sh KNOB "V1 V2 ..." [ringbench options...]
 # KNOB is a ringbench option taking a value: window, size, entries,
-# cq-entries, pool-threads, files, iowq-max, coro-window, n. Example:
+# cq-entries, pool-threads, files, iowq-max, coro-window, loops, n. Example:
 #   scripts/sweep.sh window "1 4 16 64 256 1024" --style callback
 # Output: bench/results/sweep-KNOB-<stamp>.{csv,png,svg}
 set -euo pipefail
@@ -15,13 +15,13 @@ cd "$(dirname "$0")/.."
 knob=$1 values=$2
 shift 2
 case "$knob" in
-window|size|entries|cq-entries|pool-threads|files|iowq-max|coro-window|n) ;;
+window|size|entries|cq-entries|pool-threads|files|iowq-max|coro-window|loops|n) ;;
 *) echo "sweep.sh: cannot sweep '$knob'" >&2; exit 2 ;;
 esac
 [ -x bench/ringbench ] || make --no-print-directory bench-build
 mkdir -p bench/results
 out="bench/results/sweep-$knob-$(date +%Y%m%d-%H%M%S)"
-echo "value,backend,style,scenario,median_ms,ratio,syscalls_per_op" >"$out.csv"
+echo "value,backend,style,scenario,median_ms,ratio,syscalls_per_op,cpu_us_per_op" >"$out.csv"
 
 for v in $values; do
 	if [ "$knob" = n ]; then flag="-n"; else flag="--$knob"; fi
@@ -35,9 +35,9 @@ for v in $values; do
 		return ""
 	}
 	# Cells only: not the meta record, not a cell that failed.
-	field("backend") != "" && field("error") == "" && field("median_ms") != "" { printf "%s,%s,%s,%s,%s,%s,%s\n", v, field("backend"),
+	field("backend") != "" && field("error") == "" && field("median_ms") != "" { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", v, field("backend"),
 		field("style"), field("scenario"), field("median_ms"), field("ratio"),
-		field("syscalls_per_op") }' >>"$out.csv"
+		field("syscalls_per_op"), field("cpu_us_per_op") }' >>"$out.csv"
 done
 
 command -v gnuplot >/dev/null || { echo "sweep: gnuplot missing; data in $out.csv" >&2; exit 0; }

@@ -22,7 +22,7 @@ refuse "not a number" --runs 3x
 refuse "out of range" --runs 102
 refuse "out of range" --entries 99999
 refuse "more than 1 GiB" --size 2G
-refuse "valid: sync, sync-mt, raw-uring, uring, epoll, epoll-pool, all" --backend urin
+refuse "valid: sync, sync-mt, raw-uring, uring, epoll, epoll-pool, uring-spread, epoll-spread, uring-tpc, epoll-tpc, all" --backend urin
 refuse "valid: baseline, callback, promise, coro, all" --style callback,bogus
 refuse "valid: parallel, blocking, write, cold, randread, randwrite, storage, all" --scenario ''
 refuse "nothing to run" --backend sync-mt --scenario blocking
@@ -36,7 +36,7 @@ refuse "No such file" --file "$scratch/missing"
 size=$(wc -c </proc/version)
 out=$("$rb" -n 100 --runs 1 --json --no-out --file /proc/version 2>/dev/null)
 cells=$(printf '%s\n' "$out" | grep -c '^{"backend"' || true)
-[ "$cells" -eq 23 ] || fail "/proc/version: $cells cells"
+[ "$cells" -eq 35 ] || fail "/proc/version: $cells cells"
 printf '%s\n' "$out" | grep '"error"' && fail "/proc/version: a cell failed"
 printf '%s\n' "$out" | grep '^{"backend"' | grep -vq "\"bytes\":$size," && fail "/proc/version: bytes is not $size"
 
@@ -44,7 +44,7 @@ printf '%s\n' "$out" | grep '^{"backend"' | grep -vq "\"bytes\":$size," && fail 
 # 10 ms): every cell must see wrong bytes and say so - sync-mt and
 # raw-uring too, which proves they check what they read.
 out=$("$rb" -n 100 --runs 1 --warmup 0 --json --no-out --file /proc/uptime 2>/dev/null)
-for row in sync sync-mt raw-uring uring epoll epoll-pool; do
+for row in sync sync-mt raw-uring uring epoll epoll-pool uring-spread epoll-tpc; do
 	printf '%s\n' "$out" | grep "\"backend\":\"$row\"" >"$scratch/rows" || fail "no $row rows"
 	if grep -v 'wrong content' "$scratch/rows"; then
 		fail "$row read changing content and did not report it"

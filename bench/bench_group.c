@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_group.c - the rows that run on a group of loops (--loops), and the
+ * cross-loop round trip of --micro.
+ *
+ * spread: the style's own parallel scenario, unchanged, on loop 0 of a
+ * group with spreading on: the burst is issued on one thread, read on
+ * every loop, and completes on loop 0. tpc (thread per core): every loop
+ * of the group runs the style's parallel scenario on its own share of the
+ * reads, with its own style context, from rl_group_run(); a run ends when
+ * every share is done.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_group.h"
+
+int bench_group_open(struct bench_group *bg, const struct rl_options *opt,
+		     unsigned loops, bool spread)
+{
+	struct rl_group_options go;
+	int ret;
+
+	memset(bg, 0, sizeof(*bg));
+	rl_group_options_init(&go);
+	go.loops = loops;
+	go.loop = *opt;
+	go.flags = spread ? RL_GROUP_SPREAD : 0;
+	ret = rl_group_open(&bg->g, &go);
+	if (ret < 0)
+		return ret;
+	bg->loops = rl_group_size(bg->g);
+	bg->sub = calloc(bg->loops, sizeof(*bg->sub));
+	bg->ret = calloc(bg->loops, sizeof(*bg->ret));
+	bg->lat = calloc(bg->loops, sizeof(*bg->lat));
+	if (!bg->sub || !bg->ret || !bg->lat) {
+		bench_group_close(bg);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void free_share(rl_loop *loop, unsigned i, void *arg)
+{
+	struct bench_group *bg = arg;
+
+	(void)loop;
+	if (bg->free && bg->sub[i].loop)
+		bg->free(&bg->sub[i]);
+}
+
+void bench_group_free_styles(struct bench_group *bg)
+{
+	if (bg->g && bg->sub && bg->free)
+		rl_group_run(bg->g, free_share, bg);
+	for (unsigned i = 0; bg->sub && i < bg->loops; i++)
+		bg->sub[i].style_state = NULL;
+	bg->free = NULL;
+}
+
+void bench_group_close(struct bench_group *bg)
+{
+	bench_group_free_styles(bg);
+	if (bg->g)
+		rl_group_close(bg->g);
+	free(bg->sub);
+	free(bg->ret);
+	free(bg->lat);
+	memset(bg, 0, sizeof(*bg));
+}
+
+static void run_share(rl_loop *loop, unsigned i, void *arg)
+{
+	struct bench_group *bg = arg;
+	struct bench_ctx *sub = &bg->sub[i];
+
+	sub->loop = loop;
+	bg->ret[i] = bg->fn(sub);
+}
+
+int bench_tpc_run(struct bench_ctx *ctx)
+{
+	struct bench_group *bg = ctx->group;
+	unsigned per = ctx->n / bg->loops, extra = ctx->n % bg->loops;
+	unsigned first = 0;
+	int ret;
+
+	for (unsigned i = 0; i < bg->loops; i++) {
+		struct bench_ctx *sub = &bg->sub[i];
+		void *state = sub->style_state;
+
+		*sub = *ctx;
+		sub->style_state = state;
+		sub->group = NULL;
+		sub->n = per + (i < extra);
+		sub->errors = 0;
+		/* Each loop times its own reads, in its own histogram and its
+		 * own slice of the start times; merged after the run. */
+		if (ctx->lat) {
+			bench_hist_reset(&bg->lat[i]);
+			sub->lat = &bg->lat[i];
+			sub->lat_t0 = ctx->lat_t0 + first;
+		}
+		first += sub->n;
+	}
+	ret = rl_group_run(bg->g, run_share, bg);
+	for (unsigned i = 0; i < bg->loops; i++) {
+		if (ctx->lat)
+			bench_hist_merge(ctx->lat, &bg->lat[i]);
+		ctx->errors += bg->sub[i].errors;
+		if (bg->ret[i] < 0 && ret == 0)
+			ret = bg->ret[i];
+	}
+	return ret;
+}
+
+/* ------------------------------------------------ cross-loop round trip */
+
+struct rtt {
+	rl_group *g;
+	struct rl_post ping, pong;
+	unsigned left, i;
+	uint64_t t0;
+	uint64_t *ns;
+};
+
+static void pong_cb(struct rl_post *post);
+
+/* On loop 1: straight back. */
+static void ping_cb(struct rl_post *post)
+{
+	struct rtt *r = post->data;
+
+	rl_post(rl_group_loop(r->g, 0), &r->pong, pong_cb);
+}
+
+/* On loop 0: one round trip done; the next one after this batch. */
+static void pong_cb(struct rl_post *post)
+{
+	struct rtt *r = post->data;
+	uint64_t now = bench_now_ns();
+
+	r->ns[r->i++] = now - r->t0;
+	if (--r->left == 0) {
+		rl_unref(rl_group_loop(r->g, 0));
+		return;
+	}
+	r->t0 = bench_now_ns();
+	rl_post(rl_group_loop(r->g, 1), &r->ping, ping_cb);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int bench_msg_rtt(int backend, int wake, unsigned iterations, double *p50_us,
+		  double *p99_us)
+{
+	struct rl_group_options go;
+	struct rtt r = { 0 };
+	int ret;
+
+	rl_group_options_init(&go);
+	go.loops = 2;
+	go.msg_wake = wake;
+	go.loop.backend = backend;
+	ret = rl_group_open(&r.g, &go);
+	if (ret < 0)
+		return ret;
+	r.ns = calloc(iterations, sizeof(*r.ns));
+	if (!r.ns) {
+		rl_group_close(r.g);
+		return -ENOMEM;
+	}
+	r.ping.data = r.pong.data = &r;
+	r.left = iterations;
+	rl_ref(rl_group_loop(r.g, 0));
+	r.t0 = bench_now_ns();
+	rl_post(rl_group_loop(r.g, 1), &r.ping, ping_cb);
+	ret = rl_run(rl_group_loop(r.g, 0), RL_RUN_DEFAULT);
+	rl_group_close(r.g);
+	if (ret >= 0) {
+		qsort(r.ns, r.i, sizeof(*r.ns), cmp_u64);
+		*p50_us = (double)r.ns[r.i / 2] / 1e3;
+		*p99_us = (double)r.ns[r.i * 99 / 100] / 1e3;
+	}
+	free(r.ns);
+	return ret < 0 ? ret : 0;
+}
