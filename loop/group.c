@@ -56,13 +56,13 @@ static unsigned cpu_count(void)
 	return n <= 0 ? 1 : n > RL__GROUP_MAX ? RL__GROUP_MAX : (unsigned)n;
 }
 
-static void join_loop(struct rl__member *m, rl_loop *loop)
+static int join_loop(struct rl__member *m, rl_loop *loop)
 {
 	m->loop = loop;
 	loop->member = m;
 	loop->msg_wake = (uint8_t)m->group->opt.msg_wake;
 	loop->spread = m->group->opt.flags & RL_GROUP_SPREAD;
-	rl__spread_init(m);
+	return rl__spread_init(m);
 }
 
 /* A share is done when its loop has nothing alive but the group's
@@ -140,7 +140,7 @@ static void *worker_main(void *arg)
 	}
 	ret = rl_loop_open(&loop, &g->opt.loop);
 	if (ret == 0) {
-		join_loop(m, loop);
+		ret = join_loop(m, loop);
 		rl_ref(loop);
 	}
 	pthread_mutex_lock(&g->lock);
@@ -151,9 +151,11 @@ static void *worker_main(void *arg)
 		pthread_cond_wait(&g->cond, &g->lock);
 	go = g->go;
 	pthread_mutex_unlock(&g->lock);
-	if (ret < 0)
+	if (ret < 0 && !loop)
 		return NULL;
 
+	if (ret < 0)
+		go = -1;
 	while (go > 0 && !m->quit) {
 		ret = rl_run(loop, RL_RUN_ONCE);
 		if (ret < 0 && ret != -EINTR)
@@ -252,14 +254,16 @@ int rl_group_open(rl_group **out, const struct rl_group_options *opt)
 		free_group(g);
 		return ret;
 	}
-	join_loop(&g->m[0], loop0);
-	for (i = 1; i < n; i++) {
+	ret = join_loop(&g->m[0], loop0);
+	for (i = 1; i < n && ret == 0; i++) {
 		ret = -pthread_create(&g->m[i].thread, NULL, worker_main,
 				      &g->m[i]);
 		if (ret < 0)
 			return start(g, -1, i - 1, ret);
 		g->m[i].has_thread = true;
 	}
+	if (ret < 0)
+		return start(g, -1, i - 1, ret);
 	ret = start(g, 1, n - 1, 0);
 	if (ret == 0)
 		*out = g;

@@ -19,6 +19,13 @@
 
 struct rl__shard;
 
+/* Shards waiting to travel together, to one loop. */
+struct rl__batch {
+	struct rl__shard *head, *tail;
+	unsigned count;
+	bool to_home; /* results going home, not requests going out */
+};
+
 /* A loop's spreading, touched by its own thread only. */
 struct rl__spread {
 	struct rl__shard *free;	     /* shards ready for reuse */
@@ -26,6 +33,11 @@ struct rl__spread {
 	void *chunks;		     /* what the shards were allocated in */
 	uint64_t out;		     /* shards on inflight */
 	unsigned next;		     /* the loop the next read_file goes to */
+	struct rl__batch *to;	     /* [loop]: its own shards, going out */
+	struct rl__batch *home;	     /* [loop]: others' shards, going home */
+	rl_task flush;		     /* sends the batches after a callback
+				      * batch */
+	bool flush_queued;
 	rl_close_hook hook;
 };
 
@@ -63,7 +75,8 @@ struct rl_group {
 };
 
 /* spread.c */
-void rl__spread_init(struct rl__member *m);
+int rl__spread_init(struct rl__member *m);
+void rl__spread_flush(rl_loop *loop, struct rl__batch *b);
 void rl__spread_free(struct rl__member *m);
 
 #endif /* RINGLOOP_GROUP_H */
