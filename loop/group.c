@@ -79,14 +79,14 @@ static bool share_done(rl_loop *loop)
 
 static void quit_cb(struct rl_post *post)
 {
-	RL__OUTER(post, struct rl__member, quit_post)->quit = true;
+	RL__CONTAINER(post, struct rl__member, quit_post)->quit = true;
 }
 
 /* The share runs after the batch this message came in, outside rl_run(),
  * so that it may run the loop itself. */
 static void share_cb(struct rl_post *post)
 {
-	RL__OUTER(post, struct rl__member, share_post)->share_pending = true;
+	RL__CONTAINER(post, struct rl__member, share_post)->share_pending = true;
 }
 
 static void run_share(struct rl__member *m)
@@ -105,7 +105,7 @@ static void run_share(struct rl__member *m)
 /* On loop 0: one more share is done. */
 static void done_cb(struct rl_post *post)
 {
-	struct rl__member *m = RL__OUTER(post, struct rl__member, done_post);
+	struct rl__member *m = RL__CONTAINER(post, struct rl__member, done_post);
 	rl_group *g = m->group;
 
 	if (--g->shares_left == 0)

@@ -11,11 +11,9 @@
 #include <stddef.h>
 
 #include "internal.h"
+#include "list.h"
 
 #define RL__GROUP_MAX 256
-
-#define RL__OUTER(ptr, type, field)                                        \
-	((type *)(void *)((char *)(ptr)-offsetof(type, field)))
 
 struct rl__shard;
 

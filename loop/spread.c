@@ -128,7 +128,7 @@ static void complete_home(struct rl__shard *sh, int64_t result)
 /* On the home loop: a batch of results is here. */
 static void back_cb(struct rl_post *post)
 {
-	struct rl__shard *sh = RL__OUTER(post, struct rl__shard, back), *next;
+	struct rl__shard *sh = RL__CONTAINER(post, struct rl__shard, back), *next;
 
 	for (; sh; sh = next) {
 		rl_req *orig = sh->orig;
@@ -211,8 +211,8 @@ void rl__spread_flush(rl_loop *loop, struct rl__batch *b)
 
 static void flush_cb(rl_task *task)
 {
-	struct rl__spread *s = RL__OUTER(task, struct rl__spread, flush);
-	struct rl__member *m = RL__OUTER(s, struct rl__member, spread);
+	struct rl__spread *s = RL__CONTAINER(task, struct rl__spread, flush);
+	struct rl__member *m = RL__CONTAINER(s, struct rl__member, spread);
 
 	s->flush_queued = false;
 	for (unsigned i = 0; i < m->group->n; i++) {
@@ -224,7 +224,7 @@ static void flush_cb(rl_task *task)
 /* On the helper: a batch of shards arrives. */
 static void go_cb(struct rl_post *post)
 {
-	struct rl__shard *sh = RL__OUTER(post, struct rl__shard, go), *next;
+	struct rl__shard *sh = RL__CONTAINER(post, struct rl__shard, go), *next;
 	rl_loop *helper = sh->helper;
 	bool spread = helper->spread;
 	int ret;
@@ -251,7 +251,7 @@ static void go_cb(struct rl_post *post)
 
 static void cancel_home_cb(struct rl_post *post)
 {
-	shard_home(RL__OUTER(post, struct rl__shard, cancel));
+	shard_home(RL__CONTAINER(post, struct rl__shard, cancel));
 }
 
 /* On the helper: the caller cancelled. The shadow may have finished
@@ -259,7 +259,7 @@ static void cancel_home_cb(struct rl_post *post)
  * submitted again before this message is home. */
 static void cancel_cb(struct rl_post *post)
 {
-	struct rl__shard *sh = RL__OUTER(post, struct rl__shard, cancel);
+	struct rl__shard *sh = RL__CONTAINER(post, struct rl__shard, cancel);
 
 	if (rl__req(&sh->shadow)->state & RL__REQ_ACTIVE)
 		rl_cancel(sh->helper, &sh->shadow);
@@ -326,7 +326,7 @@ bool rl__spread_submit(rl_loop *loop, rl_req *req)
  * every shard's messages (it still runs normally here). */
 static int spread_close(rl_close_hook *hook, rl_loop *loop)
 {
-	struct rl__spread *s = RL__OUTER(hook, struct rl__spread, hook);
+	struct rl__spread *s = RL__CONTAINER(hook, struct rl__spread, hook);
 	struct rl__shard *sh, *next;
 
 	loop->spread = false;

@@ -38,7 +38,7 @@ rl_promise_remote *rl_promise_remote_new(rl_promise *p)
 /* On the promise's loop. */
 static void settle_here(struct rl_post *post)
 {
-	rl_promise_remote *r = RL__CONTAINER_OF(post, rl_promise_remote, post);
+	rl_promise_remote *r = RL__CONTAINER(post, rl_promise_remote, post);
 
 	if (r->err < 0)
 		rl_promise_reject_value(r->p, r->err, r->value);
