@@ -86,7 +86,8 @@ static void quit_cb(struct rl_post *post)
  * so that it may run the loop itself. */
 static void share_cb(struct rl_post *post)
 {
-	RL__CONTAINER(post, struct rl__member, share_post)->share_pending = true;
+	RL__CONTAINER(post, struct rl__member, share_post)->share_pending =
+		true;
 }
 
 static void run_share(struct rl__member *m)
@@ -105,7 +106,8 @@ static void run_share(struct rl__member *m)
 /* On loop 0: one more share is done. */
 static void done_cb(struct rl_post *post)
 {
-	struct rl__member *m = RL__CONTAINER(post, struct rl__member, done_post);
+	struct rl__member *m =
+		RL__CONTAINER(post, struct rl__member, done_post);
 	rl_group *g = m->group;
 
 	if (--g->shares_left == 0)

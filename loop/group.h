@@ -26,14 +26,14 @@ struct rl__batch {
 
 /* A loop's spreading, touched by its own thread only. */
 struct rl__spread {
-	struct rl__shard *free;	     /* shards ready for reuse */
-	struct rl__shard *inflight;  /* shards with messages not home yet */
-	void *chunks;		     /* what the shards were allocated in */
-	uint64_t out;		     /* shards on inflight */
-	unsigned next;		     /* the loop the next read_file goes to */
-	struct rl__batch *to;	     /* [loop]: its own shards, going out */
-	struct rl__batch *home;	     /* [loop]: others' shards, going home */
-	rl_task flush;		     /* sends the batches after a callback
+	struct rl__shard *free;	    /* shards ready for reuse */
+	struct rl__shard *inflight; /* shards with messages not home yet */
+	void *chunks;		    /* what the shards were allocated in */
+	uint64_t out;		    /* shards on inflight */
+	unsigned next;		    /* the loop the next read_file goes to */
+	struct rl__batch *to;	    /* [loop]: its own shards, going out */
+	struct rl__batch *home;	    /* [loop]: others' shards, going home */
+	rl_task flush;		    /* sends the batches after a callback
 				      * batch */
 	bool flush_queued;
 	rl_close_hook hook;

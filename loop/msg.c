@@ -35,8 +35,7 @@ void rl__msg_wake(rl_loop *to)
 	rl_loop *from = rl__loop_current;
 
 	if (!atomic_load_explicit(&to->asleep, memory_order_seq_cst) ||
-	    !atomic_exchange_explicit(&to->asleep, false,
-				      memory_order_seq_cst))
+	    !atomic_exchange_explicit(&to->asleep, false, memory_order_seq_cst))
 		return;
 	if (may_ring(from, to) && from->backend->ring(from, to))
 		return;

@@ -41,8 +41,8 @@ struct rl__shard {
 	void *buf;
 	size_t len;
 	unsigned flags;
-	unsigned msgs;	/* messages not home yet (home thread) */
-	bool sent;	/* its batch has left */
+	unsigned msgs; /* messages not home yet (home thread) */
+	bool sent;     /* its batch has left */
 	bool cancel_sent;
 	struct rl_post go, back, cancel; /* go, back: a batch's carrier */
 	struct rl__shard *batch;	 /* the next one in its batch */
@@ -128,7 +128,8 @@ static void complete_home(struct rl__shard *sh, int64_t result)
 /* On the home loop: a batch of results is here. */
 static void back_cb(struct rl_post *post)
 {
-	struct rl__shard *sh = RL__CONTAINER(post, struct rl__shard, back), *next;
+	struct rl__shard *sh = RL__CONTAINER(post, struct rl__shard, back),
+			 *next;
 
 	for (; sh; sh = next) {
 		rl_req *orig = sh->orig;
@@ -177,8 +178,8 @@ static void shadow_cb(rl_req *req)
 	struct rl__shard *sh = req->data;
 	rl_loop *helper = sh->helper;
 
-	batch_add(helper,
-		  &helper->member->spread.home[sh->home->member->index], sh);
+	batch_add(helper, &helper->member->spread.home[sh->home->member->index],
+		  sh);
 }
 
 /* Sends batch b of loop's list (to b's loop: a helper, or home). A
@@ -309,8 +310,8 @@ bool rl__spread_submit(rl_loop *loop, rl_req *req)
 	sh->path = req->path;
 	sh->buf = req->buf;
 	sh->len = req->len;
-	sh->flags = (rl__req(req)->state & RL__REQ_OWNBUF) ? RL_READ_FILE_GROW
-							  : 0;
+	sh->flags =
+		(rl__req(req)->state & RL__REQ_OWNBUF) ? RL_READ_FILE_GROW : 0;
 	sh->msgs = 1;
 	sh->sent = false;
 	sh->cancel_sent = false;

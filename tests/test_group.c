@@ -134,9 +134,8 @@ static void check_sreq(struct sreq *s, bool may_cancel)
 		free(s->req.buf);
 		return;
 	}
-	cr_assert_eq(s->req.result, (int64_t)sizes[s->file],
-		     "file %s: %lld", names[s->file],
-		     (long long)s->req.result);
+	cr_assert_eq(s->req.result, (int64_t)sizes[s->file], "file %s: %lld",
+		     names[s->file], (long long)s->req.result);
 	tcheck(names[s->file], s->req.buf, sizes[s->file]);
 	free(s->req.buf);
 }
@@ -254,9 +253,9 @@ BACKEND_TEST(group, close_with_work_everywhere_in_flight)
 		e.s[i] = calloc(BURST, sizeof(struct sreq));
 	for (int i = 1; i < 3; i++) {
 		e.go[i].data = &e;
-		cr_assert_eq(rl_post(rl_group_loop(e.g, i), &e.go[i],
-				     everywhere_go),
-			     0);
+		cr_assert_eq(
+			rl_post(rl_group_loop(e.g, i), &e.go[i], everywhere_go),
+			0);
 	}
 	e.go[0].data = &e;
 	everywhere_go(&e.go[0]);
@@ -266,8 +265,8 @@ BACKEND_TEST(group, close_with_work_everywhere_in_flight)
 		for (int k = 0; k < BURST; k++) {
 			struct sreq *s = &e.s[i][k];
 
-			cr_assert_eq(s->calls, 1, "loop %d req %d: %d calls",
-				     i, k, s->calls);
+			cr_assert_eq(s->calls, 1, "loop %d req %d: %d calls", i,
+				     k, s->calls);
 			cr_assert(s->req.result == -ECANCELED ||
 					  s->req.result ==
 						  (int64_t)sizes[s->file],
@@ -312,9 +311,9 @@ BACKEND_TEST(group, spread_callback_style)
 	g = tgroup(tp, 2, RL_GROUP_SPREAD);
 	cr_assert_eq(rl_cb_ctx_open(rl_group_loop(g, 0), &cbs), 0);
 	for (int i = 0; i < BURST; i++)
-		cr_assert_eq(rl_cb_fs_read_file(cbs, paths[i % FILES], cb_data,
-						&c),
-			     0);
+		cr_assert_eq(
+			rl_cb_fs_read_file(cbs, paths[i % FILES], cb_data, &c),
+			0);
 	trun(rl_group_loop(g, 0));
 	cr_assert_eq(c.calls, BURST);
 	cr_assert_eq(c.bad, 0);
@@ -428,8 +427,8 @@ static void remote_go(struct rl_post *post)
 	struct remote *x = post->data;
 
 	x->req.data = x;
-	cr_assert_eq(rl_fs_read_file(rl_group_loop(x->g, 1), &x->req,
-				     paths[0], x->buf, sizeof(x->buf), 0,
+	cr_assert_eq(rl_fs_read_file(rl_group_loop(x->g, 1), &x->req, paths[0],
+				     x->buf, sizeof(x->buf), 0,
 				     remote_read_done),
 		     0);
 }

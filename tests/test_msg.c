@@ -116,9 +116,9 @@ static void flood(const struct tp *tp, int wake)
 	 * every loop has received its own. */
 	for (unsigned i = 0; i < LOOPS; i++)
 		while (atomic_load(&f->got[i]) < (LOOPS - 1) * PER_PAIR) {
-			cr_assert_geq(rl_run(rl_group_loop(f->g, 0),
-					     RL_RUN_NOWAIT),
-				      0);
+			cr_assert_geq(
+				rl_run(rl_group_loop(f->g, 0), RL_RUN_NOWAIT),
+				0);
 			usleep(100);
 		}
 	for (unsigned i = 0; i < LOOPS; i++) {
@@ -291,7 +291,8 @@ static void storm_start_cb(struct rl_post *post)
 				&s->msgs[(from * LOOPS + to) * STORM + k];
 
 			m->data = s;
-			if (rl_post(rl_group_loop(s->g, to), m, storm_msg_cb) == 0)
+			if (rl_post(rl_group_loop(s->g, to), m, storm_msg_cb) ==
+			    0)
 				atomic_fetch_add(&s->accepted, 1);
 			else
 				atomic_fetch_add(&s->refused, 1);
