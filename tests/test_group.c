@@ -29,6 +29,11 @@ static rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags)
 	rl_group *g = NULL;
 	int ret;
 
+	/* Valgrind 3.19 runs no other thread while one sits in
+	 * io_uring_enter: a group's loops, each asleep in its own, would
+	 * wait for each other for ever. */
+	if (tp->backend == RL_BACKEND_URING && getenv("RL_VALGRIND"))
+		cr_skip_test("a group of io_uring loops under Valgrind 3.19");
 	rl_group_options_init(&opt);
 	opt.loops = loops;
 	opt.flags = flags;
@@ -76,6 +81,10 @@ Test(group, open_close_basics)
 
 	rl_group_options_init(&opt);
 	opt.loops = 3;
+	/* Under Valgrind 3.19, io_uring loops cannot wait beside each other
+	 * (see tgroup()). */
+	if (getenv("RL_VALGRIND"))
+		opt.loop.backend = RL_BACKEND_EPOLL;
 	cr_assert_eq(rl_group_open(&g, &opt), 0);
 	cr_assert_eq(rl_group_size(g), 3);
 	for (unsigned i = 0; i < 3; i++)
@@ -96,8 +105,8 @@ Test(group, open_close_basics)
 	cr_assert_eq(rl_group_open(&g, &opt), -EINVAL);
 	/* A loop's open error comes back, nothing left running. */
 	opt.msg_wake = 0;
-	opt.loop.entries = 2;
-	opt.loop.backend = RL_BACKEND_URING;
+	opt.loop.backend = RL_BACKEND_EPOLL;
+	opt.loop.pool_signal = -2;
 	cr_assert_eq(rl_group_open(&g, &opt), -EINVAL);
 	cr_assert_eq(tfd_count(), before);
 

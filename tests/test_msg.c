@@ -21,6 +21,11 @@ static rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags,
 	rl_group *g = NULL;
 	int ret;
 
+	/* Valgrind 3.19 runs no other thread while one sits in
+	 * io_uring_enter: a group's loops, each asleep in its own, would
+	 * wait for each other for ever. */
+	if (tp->backend == RL_BACKEND_URING && getenv("RL_VALGRIND"))
+		cr_skip_test("a group of io_uring loops under Valgrind 3.19");
 	rl_group_options_init(&opt);
 	opt.loops = loops;
 	opt.flags = flags;
