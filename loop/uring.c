@@ -61,6 +61,9 @@
 /* How long the loop sleeps at most when its wake-up read found no room in
  * the SQ: posts are then seen at the next iteration instead. */
 #define WAKE_RETRY_NS 1000000
+/* How long a finished read_file's file may stay open in its slot while
+ * the loop has other file work (see flush_lingering()). */
+#define LINGER_NS 10000000u
 
 static void uring_destroy(rl_loop *loop);
 
@@ -93,8 +96,8 @@ static int init_slots(rl_loop *loop, struct rl__uring *u, unsigned slots)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < slots)
 		slots = rl.rlim_cur > 1 ? (unsigned)rl.rlim_cur : 1;
 	u->free_slots = malloc(slots * sizeof(*u->free_slots));
-	u->slot_closes = malloc(slots * sizeof(*u->slot_closes));
-	if (!u->free_slots || !u->slot_closes)
+	u->slot_file = calloc(slots, sizeof(*u->slot_file));
+	if (!u->free_slots || !u->slot_file)
 		return -ENOMEM;
 	ret = io_uring_register_files_sparse(&u->ring, slots);
 	loop->stats.syscalls++;
@@ -104,6 +107,7 @@ static int init_slots(rl_loop *loop, struct rl__uring *u, unsigned slots)
 	for (unsigned i = 0; i < slots; i++)
 		u->free_slots[i] = (int32_t)(slots - 1 - i);
 	u->nfree = slots;
+	u->nslots = slots;
 	u->direct = true;
 	return 0;
 }
@@ -245,6 +249,19 @@ static struct io_uring_sqe *get_sqe(rl_loop *loop, struct rl__uring *u)
 	return sqe;
 }
 
+/* The most recently freed slot: a lingering file in it is replaced by
+ * the open that takes it. */
+static int32_t take_slot(rl_loop *loop, struct rl__uring *u)
+{
+	int32_t slot = u->free_slots[--u->nfree];
+
+	if (u->slot_file[slot]) {
+		u->nlinger--;
+		loop->backend_busy--;
+	}
+	return slot;
+}
+
 /*
  * Puts req's SQEs on the ring. Returns false, having changed nothing, when
  * the SQ, the CQ budget or the slot table has no room.
@@ -266,7 +283,7 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 			return false;
 	}
 	if (need.slot)
-		rl__ur(req)->slot = u->free_slots[--u->nfree];
+		rl__ur(req)->slot = take_slot(loop, u);
 	u->cq_owed += owed;
 	if (rl__op_is_net(req->op))
 		rl__uring_net_prep(loop, u, req);
@@ -322,67 +339,103 @@ static void uring_submit(rl_loop *loop, rl_req *req)
 }
 
 static bool push_cancels(rl_loop *loop, struct rl__uring *u);
-static bool push_slot_closes(rl_loop *loop, struct rl__uring *u);
 
-/* What frees room first: cancels, then the closes that free slots, then
- * the steps of requests holding a slot, then new requests. */
+/* What frees room first: cancels, then the steps of requests holding a
+ * slot, then new requests. */
 static void push_pending(rl_loop *loop, struct rl__uring *u)
 {
-	if (push_cancels(loop, u) && push_slot_closes(loop, u) &&
-	    push_queue(loop, u, &u->cont))
+	if (push_cancels(loop, u) && push_queue(loop, u, &u->cont))
 		push_queue(loop, u, &u->pending);
 }
 
 /* ----------------------------------------------------------- completion */
 
-void rl__uring_release_slot(struct rl__uring *u, rl_req *req)
+/* Puts slot back on the free list; one that holds a file lingers. */
+static void free_slot(rl_loop *loop, struct rl__uring *u, int32_t slot)
+{
+	u->free_slots[u->nfree++] = slot;
+	if (u->slot_file[slot]) {
+		if (!u->nlinger++)
+			u->linger_since = loop->now_ns;
+		loop->backend_busy++;
+	}
+}
+
+void rl__uring_release_slot(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
 	struct rl__uring_req *ur = rl__ur(req);
 
 	if (u->direct && ur->slot >= 0) {
-		u->free_slots[u->nfree++] = ur->slot;
+		free_slot(loop, u, ur->slot);
 		ur->slot = -1;
 	}
 }
 
-/* Puts the close of slot on the ring; false when there is no room (no
- * SQE or no CQ budget) and it must wait. */
-static bool prep_slot_close(rl_loop *loop, struct rl__uring *u, int32_t slot)
+void rl__uring_release_closed_slot(rl_loop *loop, struct rl__uring *u,
+				   rl_req *req)
 {
-	struct io_uring_sqe *sqe;
-
-	if (u->cq_owed + 1 > u->cq_budget || !(sqe = get_sqe(loop, u)))
-		return false;
-	io_uring_prep_close_direct(sqe, (unsigned)slot);
-	io_uring_sqe_set_data64(sqe, (uint64_t)slot << 3 | RL__TAG_SLOT);
-	u->cq_owed++;
-	return true;
+	if (u->direct && rl__ur(req)->slot >= 0)
+		u->slot_file[rl__ur(req)->slot] = 0;
+	rl__uring_release_slot(loop, u, req);
 }
 
-void rl__uring_close_slot_later(rl_loop *loop, struct rl__uring *u, rl_req *req)
+void rl__uring_linger_slot(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
-	int32_t slot = rl__ur(req)->slot;
-
-	rl__ur(req)->slot = -1;
-	loop->backend_busy++;
-	if (!u->nslot_closes && prep_slot_close(loop, u, slot))
-		return;
-	u->slot_closes[u->nslot_closes++] = slot;
+	u->slot_file[rl__ur(req)->slot] = 1;
+	rl__uring_release_slot(loop, u, req);
 }
 
-static bool push_slot_closes(rl_loop *loop, struct rl__uring *u)
+/* Closes the files lingering in free slots, as many as the SQ and the CQ
+ * budget take now; each slot leaves the free list until its close's CQE,
+ * so no open can take it before the close has run. */
+static void close_lingering(struct rl__uring *u)
 {
-	unsigned i = 0;
+	unsigned i, n = 0;
 
-	while (i < u->nslot_closes &&
-	       prep_slot_close(loop, u, u->slot_closes[i]))
-		i++;
-	if (i) {
-		memmove(u->slot_closes, u->slot_closes + i,
-			(u->nslot_closes - i) * sizeof(*u->slot_closes));
-		u->nslot_closes -= i;
+	for (i = 0; i < u->nfree; i++) {
+		int32_t slot = u->free_slots[i];
+		struct io_uring_sqe *sqe = NULL;
+
+		if (u->slot_file[slot] && u->cq_owed < u->cq_budget)
+			sqe = io_uring_get_sqe(&u->ring);
+		if (!sqe) {
+			u->free_slots[n++] = slot;
+			continue;
+		}
+		io_uring_prep_close_direct(sqe, (unsigned)slot);
+		io_uring_sqe_set_data64(sqe,
+					(uint64_t)slot << 3 | RL__TAG_SLOT);
+		u->cq_owed++;
+		u->nlinger--;
+		u->nslot_closes++;
 	}
-	return !u->nslot_closes;
+	u->nfree = n;
+}
+
+/*
+ * Lingering files must not stay open while the loop sleeps for long: they
+ * are closed when the loop is about to sleep with no slot in use (no file
+ * work in flight), or once they have lingered LINGER_NS; before that, a
+ * sleep lasts no longer than that. A burst's slots are taken again by its
+ * next requests in the meantime, without any close.
+ */
+static int64_t flush_lingering(rl_loop *loop, struct rl__uring *u,
+			       int64_t timeout_ns)
+{
+	uint64_t age;
+	bool idle;
+
+	if (!u->nlinger)
+		return timeout_ns;
+	age = loop->now_ns - u->linger_since;
+	idle = u->nfree + u->nslot_closes == u->nslots;
+	if (u->closing || age >= LINGER_NS || (idle && timeout_ns != 0)) {
+		close_lingering(u);
+		return timeout_ns;
+	}
+	if (timeout_ns < 0 || (uint64_t)timeout_ns > LINGER_NS - age)
+		timeout_ns = (int64_t)(LINGER_NS - age);
+	return timeout_ns;
 }
 
 /* Drops the cancels still queued for req: its next life must not meet
@@ -432,8 +485,10 @@ static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
 	if (res <= -512 && res >= -516)
 		res = -EINTR;
 	if (tag == RL__TAG_SLOT) {
-		/* A read_file's file is closed: its slot is free again. */
+		/* A lingering file is closed: its slot is free again. */
 		u->cq_owed--;
+		u->nslot_closes--;
+		u->slot_file[ud >> 3] = 0;
 		u->free_slots[u->nfree++] = (int32_t)(ud >> 3);
 		loop->backend_busy--;
 		return;
@@ -498,6 +553,8 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	int ret;
 
 	push_pending(loop, u);
+	if (!io_uring_cq_ready(&u->ring))
+		timeout_ns = flush_lingering(loop, u, timeout_ns);
 	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
 		/* Cancels that still found no room may be all that can end
 		 * what fills the SQ (reads of pipes nobody writes to): never
@@ -639,11 +696,12 @@ static void cancel_all(rl_loop *loop, struct rl__uring *u)
 	rl_req *req;
 
 	u->closing = true;
+	close_lingering(u);
 	rl__uring_fs_closing(u);
 	rl__uring_net_closing(loop, u);
 	while ((req = rl__fifo_pop(&u->pending))) {
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
-		rl__uring_release_slot(u, req);
+		rl__uring_release_slot(loop, u, req);
 		rl__uring_complete(loop, u, req, -ECANCELED);
 	}
 	/* ALL (5.19): every request, not just the first found; a stream
@@ -669,7 +727,7 @@ static void uring_cancel(rl_loop *loop, rl_req *req)
 	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
 	    rl__fifo_remove(&u->pending, req)) {
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
-		rl__uring_release_slot(u, req);
+		rl__uring_release_slot(loop, u, req);
 		rl__uring_complete(loop, u, req, -ECANCELED);
 		return;
 	}
@@ -716,7 +774,7 @@ static void uring_destroy(rl_loop *loop)
 	if (u->efd >= 0)
 		close(u->efd);
 	free(u->free_slots);
-	free(u->slot_closes);
+	free(u->slot_file);
 	free(u->cancels);
 	free(u);
 	loop->be = NULL;

@@ -62,10 +62,17 @@ struct rl__uring {
 	int error; /* a submit failed for good: the next wait says so */
 	int32_t *free_slots;
 	unsigned nfree;
-	/* Slots whose read_file has called back, to close (the close's SQE
-	 * did not fit yet); room for every slot. */
-	int32_t *slot_closes;
-	unsigned nslot_closes;
+	unsigned nslots;
+	/* Per slot: 1 while it may hold a file. A read_file leaves its file
+	 * in the slot when it calls back ("lingering"): the next open into
+	 * that slot replaces it, which the kernel does without an SQE of its
+	 * own (an open into an occupied slot closes what was there, 5.18),
+	 * and the ones still lingering when the loop is about to sleep with
+	 * no other file work are closed then (flush_lingering() in uring.c). */
+	uint8_t *slot_file;
+	unsigned nlinger;      /* free slots that hold a file */
+	unsigned nslot_closes; /* their closes in flight */
+	uint64_t linger_since; /* loop time nlinger last left 0 */
 	unsigned cq_budget; /* CQEs we may be owed at once */
 	unsigned cq_owed;
 	/* Cancels that found no room in the SQ: their targets, sent before
@@ -124,14 +131,18 @@ void rl__uring_push_or_queue(rl_loop *loop, struct rl__uring *u, rl_req *req,
 void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u,
 			  uint64_t target);
 
-/* Gives req's direct descriptor slot back, if it holds one. */
-void rl__uring_release_slot(struct rl__uring *u, rl_req *req);
+/* Gives req's direct descriptor slot back, if it holds one, as it is: a
+ * failed open leaves in it whatever it held before. */
+void rl__uring_release_slot(rl_loop *loop, struct rl__uring *u, rl_req *req);
 
-/* Hands req's slot to a close of its own: req may call back before the
- * kernel has closed the file (which it then does with the next submit),
- * and the slot is free again at that close's CQE. */
-void rl__uring_close_slot_later(rl_loop *loop, struct rl__uring *u,
+/* Gives req's slot back after req closed its file: the slot is empty. */
+void rl__uring_release_closed_slot(rl_loop *loop, struct rl__uring *u,
 				rl_req *req);
+
+/* Gives req's slot back with req's file still open in it: req may call
+ * back at once. The file is closed when another open takes the slot, or
+ * before the loop sleeps without file work (see struct rl__uring). */
+void rl__uring_linger_slot(rl_loop *loop, struct rl__uring *u, rl_req *req);
 
 /* req is finished: rl__complete(), and no cancel of it is left queued
  * (req may be submitted again at once, and must not meet it). */

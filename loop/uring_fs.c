@@ -22,10 +22,12 @@
  *    the same open file, step by step, never from a fresh open (which
  *    would lose what the stream gave already, and, with the reader gone a
  *    moment, make the writer fail with EPIPE). At the end, the request
- *    calls back at once and the slot's close goes with the next submit
- *    (rl__uring_close_slot_later()): as many SQEs, CQEs and enters as a
- *    chain with the close in it, and the slot is reused after the close's
- *    CQE only.
+ *    calls back at once and leaves its file in the slot
+ *    (rl__uring_linger_slot()): the next chain's open into that slot
+ *    closes it, as an open into an occupied slot does, so a read_file in
+ *    a stream of them costs three SQEs (open, read, probe) and two CQEs,
+ *    no close of its own. Files still lingering when the loop is about
+ *    to sleep are closed then (uring.c).
  *  - IOSQE_CQE_SKIP_SUCCESS (5.17) on the open: its CQE exists only when
  *    it fails, and then the kernel posts no CQE for the linked read and
  *    probe it cancelled, so that CQE ends the chain.
@@ -300,9 +302,9 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 	case RL__TAG_OPEN:
 		/* Only a failed open posts a CQE, and then the kernel omits
 		 * the CQEs of the read and probe it cancelled: the chain is
-		 * over, and the slot was never filled. */
+		 * over, and the slot holds what it held before. */
 		u->cq_owed -= 3;
-		rl__uring_release_slot(u, req);
+		rl__uring_release_slot(loop, u, req);
 		rl__uring_complete(loop, u, req, res);
 		return;
 	case RL__TAG_MAIN:
@@ -324,7 +326,7 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		rl__uring_push_or_queue(loop, u, req, &u->cont);
 		return;
 	}
-	rl__uring_close_slot_later(loop, u, req);
+	rl__uring_linger_slot(loop, u, req);
 	rl__uring_complete(loop, u, req,
 			   ret < 0    ? ret
 			   : ret == 1 ? -ECANCELED
@@ -361,7 +363,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			return;
 		}
 		if (res < 0) {
-			rl__uring_release_slot(u, req);
+			rl__uring_release_slot(loop, u, req);
 			rl__uring_complete(loop, u, req, res);
 			return;
 		}
@@ -391,7 +393,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		}
 		break;
 	case STEP_CLOSE:
-		rl__uring_release_slot(u, req);
+		rl__uring_release_closed_slot(loop, u, req);
 		if (!u->direct) {
 			req->fd = -1;
 			u->fds_held--;
@@ -469,7 +471,7 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 		if (rl__fifo_remove(&u->fd_wait, req) ||
 		    rl__fifo_remove(&u->cont, req)) {
 			rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
-			rl__uring_release_slot(u, req);
+			rl__uring_release_slot(loop, u, req);
 			rl__uring_complete(loop, u, req, -ECANCELED);
 			return;
 		}

@@ -331,7 +331,7 @@ static void finish(rl_loop *loop, struct rl__uring *u, rl_req *req, int32_t res)
 {
 	struct rl__uring_req *ur = rl__ur(req);
 
-	rl__uring_release_slot(u, req);
+	rl__uring_release_closed_slot(loop, u, req);
 	if (!u->direct && req->fd >= 0) {
 		req->fd = -1;
 		u->fds_held--;
@@ -352,8 +352,8 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 	u->cq_owed -= chain_len(req);
 	switch (tag) {
 	case RL__TAG_OPEN:
-		/* Nothing was opened, the slot is still empty. */
-		rl__uring_release_slot(u, req);
+		/* Nothing was opened: the slot holds what it held. */
+		rl__uring_release_slot(loop, u, req);
 		rl__uring_complete(loop, rl__u(loop), req, res);
 		return;
 	case RL__TAG_MAIN:
@@ -387,7 +387,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			return;
 		}
 		if (res < 0) {
-			rl__uring_release_slot(u, req);
+			rl__uring_release_slot(loop, u, req);
 			rl__uring_complete(loop, rl__u(loop), req, res);
 			return;
 		}
