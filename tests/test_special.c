@@ -146,6 +146,79 @@ BACKEND_TEST(special, fifo_read_file_grow_keeps_every_byte)
 }
 
 /*
+ * A read_file's file is closed by the time the loop sleeps (here on a
+ * timer, with no other file work) and by the time rl_run() returns: a
+ * FIFO with its reader gone refuses a non-blocking open for writing
+ * (ENXIO). io_uring leaves a finished read_file's file in its direct
+ * descriptor slot for the next open to replace; it must not stay there
+ * while the loop waits.
+ */
+struct closed_check {
+	const char *fifo;
+	int calls, timer_calls, open_errno;
+	rl_timer timer;
+};
+
+static int fifo_writer_errno(const char *fifo)
+{
+	int fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno;
+	close(fd);
+	return 0;
+}
+
+static void closed_timer_cb(rl_timer *t, int status)
+{
+	struct closed_check *c = t->data;
+
+	(void)status;
+	c->timer_calls++;
+	c->open_errno = fifo_writer_errno(c->fifo);
+}
+
+static void closed_read_cb(rl_req *req)
+{
+	struct closed_check *c = req->data;
+
+	c->calls++;
+	cr_assert_eq(req->result, 3, "got %lld", (long long)req->result);
+	rl_timer_init(&c->timer);
+	c->timer.data = c;
+	cr_assert_eq(rl_timer_start(req->loop, &c->timer, 50, 0,
+				    closed_timer_cb),
+		     0);
+}
+
+BACKEND_TEST(special, read_file_closes_its_file_before_the_loop_sleeps)
+{
+	const char *fifo = make_fifo("closed");
+	struct writer w = {.path = fifo, .parts = {"abc"}};
+	struct closed_check c = {.fifo = fifo, .open_errno = -1};
+	rl_req req = {.data = &c};
+	char buf[16];
+	pthread_t th;
+	rl_loop *loop = tloop(tp);
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(20);
+	cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf), 0,
+				     closed_read_cb),
+		     0);
+	trun(loop);
+	pthread_join(th, NULL);
+	alarm(0);
+	cr_assert_eq(c.calls, 1);
+	cr_assert_eq(c.timer_calls, 1);
+	cr_assert_eq(c.open_errno, ENXIO, "the FIFO still had a reader: %s",
+		     strerror(c.open_errno));
+	cr_assert_eq(fifo_writer_errno(fifo), ENXIO);
+	tclose(loop);
+}
+
+/*
  * A writer already waiting in open(O_WRONLY) when the read_file starts:
  * the read_file's open lets it through, and from then on the reader must
  * stay there until the writer is done. A reader that opens, looks and
