@@ -29,10 +29,13 @@
 
 /* The struct of type `type` whose member `member` is the link at ptr. */
 #define RL__CONTAINER(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* A static head, linked to itself: an empty list. */
-#define RL__LIST_HEAD(name) { &(name), &(name) }
+#define RL__LIST_HEAD(name)      \
+	{                        \
+		&(name), &(name) \
+	}
 
 static inline void rl__list_init(struct rl_link *head)
 {
@@ -60,15 +63,13 @@ static inline void rl__list_insert(struct rl_link *link, struct rl_link *prev,
 }
 
 /* Adds link at the front of the list (a stack's push). */
-static inline void rl__list_add_head(struct rl_link *head,
-				     struct rl_link *link)
+static inline void rl__list_add_head(struct rl_link *head, struct rl_link *link)
 {
 	rl__list_insert(link, head, head->next);
 }
 
 /* Adds link at the back of the list (a FIFO's push). */
-static inline void rl__list_add_tail(struct rl_link *head,
-				     struct rl_link *link)
+static inline void rl__list_add_tail(struct rl_link *head, struct rl_link *link)
 {
 	rl__list_insert(link, head->prev, head);
 }
