@@ -681,10 +681,13 @@ bool rl__net_items_pending(const rl_loop *loop)
 
 /*
  * Delivers the items queued when it starts (a callback cannot add items:
- * only the backends' wait() and cancel do). Items of a stream that was
- * cancelled, or of any stream while the loop closes, are dropped: after
- * rl_cancel() the stream's next callback is its final one. Buffers whose
- * callbacks returned go back to the backend together, at the end.
+ * only the backends' wait() and cancel do). Items of a cancelled stream
+ * are still delivered, before its final callback: they hold data the
+ * kernel has taken off the socket (or connections it has accepted), and
+ * dropping them would lose bytes of a connection that may well go on, as
+ * when a reader pauses. Only while the loop closes are items dropped
+ * (buffers recycled, connections closed). Buffers whose callbacks
+ * returned go back to the backend together, at the end.
  */
 int rl__net_run_items(rl_loop *loop)
 {
@@ -701,7 +704,7 @@ int rl__net_run_items(rl_loop *loop)
 		it = n->items[n->ihead];
 		n->ihead = (n->ihead + 1) & (n->icap - 1);
 		n->icount--;
-		if (rl__net_stopping(loop, it.req)) {
+		if (loop->closing) {
 			drop_item(loop, n, &it);
 			continue;
 		}

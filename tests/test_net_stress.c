@@ -343,7 +343,7 @@ BACKEND_TEST(net_stress, emfile_on_accept_then_recovers)
 struct trace {
 	rl_req req;
 	size_t bytes;
-	int items, finals, items_after_cancel;
+	int items, finals;
 	bool cancelled;
 	int64_t final;
 };
@@ -354,8 +354,6 @@ static void race_cb(rl_req *req)
 
 	if (rl_req_more(req)) {
 		cr_assert_eq(r->finals, 0);
-		if (r->cancelled)
-			r->items_after_cancel++;
 		r->items++;
 		r->bytes += req->len;
 		return;
@@ -388,9 +386,18 @@ BACKEND_TEST(net_stress, stream_cancel_races_items_and_end)
 		trun_until(loop, r.finals == 1);
 		trun(loop);
 		cr_assert_eq(r.finals, 1);
-		cr_assert_eq(r.items_after_cancel, 0);
 		if (ret == 0) {
+			char rest[600];
+			ssize_t got;
+
+			/* Items received before the kernel stopped the stream
+			 * still came; the rest is in the socket: not a byte
+			 * lost or doubled. */
 			cr_assert_eq(r.final, -ECANCELED);
+			while ((got = recv(s, rest, sizeof(rest),
+					   MSG_DONTWAIT)) > 0)
+				r.bytes += (size_t)got;
+			cr_assert_eq(r.bytes, 500);
 			cut++;
 		} else {
 			/* The end was known: everything comes as it was. */

@@ -662,14 +662,18 @@ int rl_req_deadline(rl_loop *loop, rl_req *req, rl_timer *timer,
  *     another -errno. After it the request is idle and may be submitted
  *     again.
  *
- * rl_cancel() of a stream returns 0 and ends it: the next callback is the
- * final one, with -ECANCELED; items the loop has received but not yet
- * delivered are dropped (buffers recycled, accepted connections closed).
- * When the final result is known already (an end of stream or an error
- * waiting to be delivered, maybe behind items), rl_cancel() returns -ENOENT
- * and the stream's remaining callbacks come as they would have.
- * rl_loop_close() ends every stream like rl_cancel(): each gets its final
- * callback, with -ECANCELED or the result it had already.
+ * rl_cancel() of a stream returns 0 and ends it: the final callback, with
+ * -ECANCELED, comes once the kernel has stopped it, after the items the
+ * loop had received by then (data already taken off the socket,
+ * connections already accepted: they are the caller's as any item is).
+ * So no byte is lost, and a reader can stop a stream, and later start
+ * another one or an rl_net_recv() on the socket, without a gap. When the
+ * final result is known already (an end of stream or an error waiting to
+ * be delivered, maybe behind items), rl_cancel() returns -ENOENT and the
+ * stream's remaining callbacks come as they would have. rl_loop_close()
+ * ends every stream without its pending items (buffers recycled, accepted
+ * connections closed): each gets its final callback, with -ECANCELED or
+ * the result it had already.
  *
  * Order. A stream's items come in order, and its final callback after its
  * last item. Sends on one socket go out and complete in submission order,
