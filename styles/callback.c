@@ -43,6 +43,7 @@ static void ctx_free(rl_cb_ctx *cbs)
 	struct rl__cb_chunk *c;
 	struct rl_link *link;
 
+	rl__cb_net_free(cbs);
 	while ((link = rl__list_pop(&cbs->chunks))) {
 		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
 		for (int i = 0; i < CHUNK; i++)

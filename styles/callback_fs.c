@@ -295,3 +295,22 @@ int rl_cb_fs_rename(rl_cb_ctx *cbs, const char *from, const char *to,
 {
 	CB_SUBMIT(rl_fs_rename(cbs->loop, &e->req, from, to, flags, res_done));
 }
+
+/* ------------------------------------------- for the other operations */
+
+/* The steps above, for the socket operations (callback_net.c). */
+struct rl__cb_entry *rl__cb_take(rl_cb_ctx *cbs, bool has_done, void *arg,
+				 int *ret)
+{
+	return take(cbs, has_done, arg, ret);
+}
+
+int rl__cb_submitted(rl_cb_ctx *cbs, struct rl__cb_entry *e, int ret)
+{
+	return submitted(cbs, e, ret);
+}
+
+void rl__cb_res_done(rl_req *req)
+{
+	res_done(req);
+}

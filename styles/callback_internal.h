@@ -24,6 +24,7 @@ struct rl__cb_entry {
 	union {
 		rl_cb_data_fn data; /* read_file */
 		rl_cb_fn res;	    /* everything else */
+		rl_cb_conn_fn conn; /* rl_cb_net_connect() */
 	} done;
 	void *arg;
 	rl_cb_ctx *cbs;
@@ -45,10 +46,25 @@ struct rl_cb_ctx {
 	size_t guess; /* the first buffer of a new entry's read_file */
 	unsigned dispatching; /* our callbacks running now */
 	bool closed;	      /* closed by the loop, freed at its end */
+	rl_cb_conn *conns;     /* connections alive (callback_net.c) */
+	rl_cb_server *servers; /* servers alive */
 };
 
 /* An entry for one request (NULL: out of memory), and back to the pool. */
 struct rl__cb_entry *rl__cb_entry_get(rl_cb_ctx *cbs);
 void rl__cb_entry_put(rl_cb_ctx *cbs, struct rl__cb_entry *e);
+
+/* The steps of every operation (callback_fs.c): an entry for a request
+ * about to be submitted (NULL with *ret set), what its submission said
+ * (the entry in flight, or back), and the callback of the operations
+ * whose caller gets (err, value). */
+struct rl__cb_entry *rl__cb_take(rl_cb_ctx *cbs, bool has_done, void *arg,
+				 int *ret);
+int rl__cb_submitted(rl_cb_ctx *cbs, struct rl__cb_entry *e, int ret);
+void rl__cb_res_done(rl_req *req);
+
+/* Frees the connections and servers still alive, closing their sockets
+ * (callback_net.c); the loop is not touched: it may be gone already. */
+void rl__cb_net_free(rl_cb_ctx *cbs);
 
 #endif /* RL_CALLBACK_INTERNAL_H */
