@@ -741,10 +741,17 @@ int rl__net_run_items(rl_loop *loop)
 	return ran;
 }
 
-/* The socket side of rl__complete(), with the result the backend found:
+/*
+ * The socket side of rl__complete(), with the result the backend found:
  * a connect that did not succeed (failed, timed out, or was cancelled,
- * even after it connected) closes the socket the loop made for it, and a
- * cancelled accept_one closes the connection it took anyway. */
+ * even after it connected) closes the socket the loop made for it.
+ *
+ * A receive that got data, or an accept_one that got a connection, before
+ * its cancel (or deadline) reached it reports that result, not
+ * -ECANCELED: the bytes are off the socket and the connection off the
+ * backlog, so -ECANCELED would lose them (a timed-out receive racing its
+ * data dropped the data). It finished first, as rl_cancel() says.
+ */
 void rl__net_complete(rl_loop *loop, rl_req *req, int64_t result)
 {
 	bool cancelled = rl__req(req)->state & RL__REQ_CANCEL;
@@ -754,8 +761,10 @@ void rl__net_complete(rl_loop *loop, rl_req *req, int64_t result)
 		close(req->fd);
 		loop->stats.syscalls++;
 		req->fd = -1;
-	} else if (req->op == RL_OP_ACCEPT_ONE && cancelled && result >= 0) {
-		close((int)result);
-		loop->stats.syscalls++;
+	} else if (cancelled && result >= 0 &&
+		   (req->op == RL_OP_RECV || req->op == RL_OP_RECVMSG ||
+		    req->op == RL_OP_ACCEPT_ONE)) {
+		rl__req(req)->state &=
+			~(uint32_t)(RL__REQ_CANCEL | RL__REQ_TIMEDOUT);
 	}
 }

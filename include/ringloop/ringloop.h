@@ -576,7 +576,9 @@ int rl_fs_write_file(rl_loop *loop, rl_req *req, const char *path,
  * submitted), or -EALREADY when it was cancelled already. What a cancelled
  * request did before it stopped stays done: a cancelled write, rename or
  * unlink may have happened, all or (a write) in part. The loop only ever
- * reports success for what happened.
+ * reports success for what happened. Likewise an rl_net_accept_one()
+ * that got its connection before the cancel (or a deadline) reached it
+ * reports the connection, so none is lost to a cancel.
  */
 int rl_cancel(rl_loop *loop, rl_req *req);
 
