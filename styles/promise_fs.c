@@ -49,6 +49,7 @@ static struct rl__op *op_new(rl_promise_ctx *ctx, bool timer)
 	else
 		rl_req_init(&op->u.req);
 	op->timer = timer;
+	op->p->u.op = op; /* rl_promise_cancel() finds the request */
 	return op;
 }
 
@@ -102,6 +103,7 @@ static void op_done(struct rl__op *op, int err, struct rl_value value)
 	rl_promise_ctx *ctx = p->ctx;
 
 	op_unlink(ctx, op);
+	p->u.op = NULL;
 	rl__settle(p, err, value, NULL);
 	rl__record_put(&ctx->ops, op);
 	rl_promise_unref(p);
@@ -357,4 +359,39 @@ rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms)
 		return refused;
 	return op_submitted(op, rl_timer_start(ctx->loop, &op->u.timer, ms, 0,
 					       timer_cb));
+}
+
+/* ------------------------------------------------------------ cancel */
+
+int rl_promise_cancel(rl_promise *p)
+{
+	struct rl__op *op;
+
+	if (!p || p->pkind != RL__P_REQ)
+		return -EINVAL;
+	op = p->u.op;
+	if (!op || p->state != RL_PROMISE_PENDING)
+		return -ENOENT;
+	if (op->timer)
+		return rl_timer_cancel(p->ctx->loop, &op->u.timer);
+	return rl_cancel(p->ctx->loop, &op->u.req);
+}
+
+/* ------------------------------------------- for the other operations */
+
+rl_req *rl__op_req_new(rl_promise_ctx *ctx, rl_promise **refused)
+{
+	struct rl__op *op = op_start(ctx, false, refused);
+
+	return op ? &op->u.req : NULL;
+}
+
+rl_promise *rl__op_req_submitted(rl_req *req, int ret)
+{
+	return op_submitted(RL__CONTAINER(req, struct rl__op, u.req), ret);
+}
+
+void rl__op_req_cb(rl_req *req)
+{
+	req_cb(req);
 }

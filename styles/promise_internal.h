@@ -30,17 +30,19 @@
 /* What a waiter does when it runs. */
 enum rl__wkind {
 	RL__W_NONE = 0,
-	RL__W_THEN,	   /* promise: run on_ok/on_err, settle or adopt */
-	RL__W_FINALLY,	   /* promise: run fn, then wait via a thunk */
-	RL__W_THUNK,	   /* promise: q settled; take orig's outcome or q's error */
-	RL__W_ADOPT_JOB,   /* promise: the "resolve thenable" job: start waiting */
-	RL__W_ADOPT,	   /* promise: the adopted promise settled: copy it */
-	RL__W_ALL,	   /* input record of rl_all */
+	RL__W_THEN,    /* promise: run on_ok/on_err, settle or adopt */
+	RL__W_FINALLY, /* promise: run fn, then wait via a thunk */
+	RL__W_THUNK, /* promise: q settled; take orig's outcome or q's error */
+	RL__W_ADOPT_JOB, /* promise: the "resolve thenable" job: start waiting */
+	RL__W_ADOPT,	 /* promise: the adopted promise settled: copy it */
+	RL__W_ALL,	 /* input record of rl_all */
 	RL__W_ALL_SETTLED, /* input record of rl_all_settled */
 	RL__W_ANY,	   /* input record of rl_any */
 	RL__W_RACE,	   /* input record of rl_race */
 	RL__W_SUB,	   /* rl_promise_subscribe */
 };
+
+struct rl__op;
 
 struct rl__waiter {
 	rl_task task;
@@ -61,23 +63,24 @@ struct rl_promise {
 	struct rl__waiter w; /* for derived promises */
 	rl_promise_ctx *ctx;
 	uint32_t refs;
-	uint8_t state;	 /* enum rl_promise_state */
-	uint8_t pkind;	 /* enum rl__pkind */
-	uint8_t locked;	 /* resolved to a promise: the program can't settle */
+	uint8_t state;	/* enum rl_promise_state */
+	uint8_t pkind;	/* enum rl__pkind */
+	uint8_t locked; /* resolved to a promise: the program can't settle */
 	int err;
 	struct rl_value value;
 	struct rl__waiter *waiters; /* LIFO while pending; reversed to run */
-	rl_promise *hold;	    /* the promise value.p points into, or NULL */
+	rl_promise *hold; /* the promise value.p points into, or NULL */
 	union {
 		struct {
 			rl_reaction_fn ok, err;
-			void *arg;	   /* RL__W_THUNK: the original promise */
+			void *arg; /* RL__W_THUNK: the original promise */
 		} h;
 		struct {
-			void *block;	   /* entries then holds, from the blocks */
+			void *block; /* entries then holds, from the blocks */
 			size_t n;
 			size_t remaining;
 		} c;
+		struct rl__op *op; /* RL__P_REQ: its record, while in flight */
 	} u;
 };
 
@@ -98,14 +101,14 @@ struct rl__input {
  * context closes, records recycled through a free list. */
 struct rl__record_pool {
 	size_t size;
-	size_t chunk;  /* records in the next chunk */
+	size_t chunk; /* records in the next chunk */
 	void *free;
 	void *chunks;
 	size_t live;
 };
 
 /* Size classes for combinator arrays: 2^k bytes, k < RL__BLOCK_CLASSES. */
-#define RL__BLOCK_MIN 6
+#define RL__BLOCK_MIN	  6
 #define RL__BLOCK_CLASSES 48
 
 struct rl__op;
@@ -148,6 +151,17 @@ void rl__wait(rl_promise *src, struct rl__waiter *w, uint8_t kind);
 size_t rl__op_size(void);
 /* Cancels every request and timer in flight (promise_fs.c). */
 void rl__ops_cancel_all(rl_promise_ctx *ctx);
+/*
+ * For the request promises of other files (promise_net.c), the steps of
+ * promise_fs.c: a request record's rl_req (NULL: no memory, or *refused
+ * set to a rejected promise when the loop has closed the context), what its
+ * submission said (the promise: pending, or rejected with the error),
+ * and the callback that settles it with the request's result (the value
+ * promise.h lists for its operation).
+ */
+rl_req *rl__op_req_new(rl_promise_ctx *ctx, rl_promise **refused);
+rl_promise *rl__op_req_submitted(rl_req *req, int ret);
+void rl__op_req_cb(rl_req *req);
 /* Runs a combinator's input record (promise_combinators.c). */
 void rl__input_run(struct rl__input *in);
 /* Frees a combinator's block, dropping the references it holds. */

@@ -67,7 +67,15 @@
  *	  ..._fstat               the same
  *	rl_promise_fs_close       i = 0, and so the rest: fsync, ftruncate,
  *				  fallocate, unlink, rmdir, mkdir, rename
+ *	rl_promise_net_accept  i = the connected socket (the program's)
+ *	rl_promise_net_connect the same
+ *	rl_promise_net_recv    i = bytes received (0 at the end), p = buf
+ *	rl_promise_net_send    i = bytes sent (all of them), p = NULL
+ *	rl_promise_net_shutdown  i = 0
+ *	rl_promise_net_sendmsg i = bytes sent, p = NULL
+ *	rl_promise_net_recvmsg i = the datagram's size, p = msg
  *	rl_promise_sleep       i = 0
+ *	rl_promise_timeout     what the promise it watches gives
  *	rl_all                 i = n, p = struct rl_value[n], in input order
  *	rl_all_settled         i = n, p = struct rl_settlement[n]
  *	rl_any                 the first fulfilment's value
@@ -219,8 +227,8 @@ typedef void (*rl_reaction_fn)(struct rl_outcome *out, void *arg);
  * rejects, on_err runs (NULL: pass the error on). Returns the derived
  * promise. Consumes the reference to p.
  */
-rl_promise *rl_then(rl_promise *p, rl_reaction_fn on_ok,
-		    rl_reaction_fn on_err, void *arg);
+rl_promise *rl_then(rl_promise *p, rl_reaction_fn on_ok, rl_reaction_fn on_err,
+		    void *arg);
 /* then(p, NULL, on_err, arg). */
 rl_promise *rl_catch(rl_promise *p, rl_reaction_fn on_err, void *arg);
 /*
@@ -297,14 +305,13 @@ rl_promise *rl_race(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n);
  * callback, has no promise twin: a value outlives any callback.)
  */
 rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
-				 void *buf, size_t len);
-rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx,
-					 const char *path, void *buf,
-					 size_t cap);
+				    void *buf, size_t len);
+rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx, const char *path,
+					 void *buf, size_t cap);
 rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
-			    unsigned mode);
+			       unsigned mode);
 rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
-			    size_t len, int64_t offset);
+			       size_t len, int64_t offset);
 rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,
 				const struct iovec *iov, unsigned iovcnt,
 				int64_t offset);
@@ -324,9 +331,8 @@ rl_promise *rl_promise_fs_write_file(rl_promise_ctx *ctx, const char *path,
 				     unsigned flags, unsigned mode);
 rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd);
 rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
-			    struct statx *stx);
-rl_promise *rl_promise_fs_fstat(rl_promise_ctx *ctx, int fd,
-				struct statx *stx);
+			       struct statx *stx);
+rl_promise *rl_promise_fs_fstat(rl_promise_ctx *ctx, int fd, struct statx *stx);
 rl_promise *rl_promise_fs_fsync(rl_promise_ctx *ctx, int fd, unsigned flags);
 rl_promise *rl_promise_fs_ftruncate(rl_promise_ctx *ctx, int fd,
 				    int64_t length);
@@ -339,6 +345,61 @@ rl_promise *rl_promise_fs_mkdir(rl_promise_ctx *ctx, const char *path,
 rl_promise *rl_promise_fs_rename(rl_promise_ctx *ctx, const char *from,
 				 const char *to, unsigned flags);
 rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms);
+
+/* -------------------------------------------------------------- sockets */
+
+/*
+ * The loop's socket requests (ringloop.h, "Sockets"), one promise each,
+ * with the values listed at the top of this file. accept takes one
+ * connection (rl_net_accept_one()); a server loops on it, or keeps a few
+ * in flight. buf, addr and msg must stay valid until the promise settles.
+ * Close a socket with rl_promise_fs_close() (or close(2)) once nothing is
+ * in flight on it.
+ *
+ *	p = rl_promise_timeout(rl_promise_net_recv(ctx, fd, buf, len), 5000);
+ *	p = rl_then(p, got_data, on_error, conn);
+ */
+rl_promise *rl_promise_net_accept(rl_promise_ctx *ctx, int lfd);
+rl_promise *rl_promise_net_connect(rl_promise_ctx *ctx,
+				   const struct rl_addr *addr, unsigned flags,
+				   uint64_t timeout_ms);
+rl_promise *rl_promise_net_recv(rl_promise_ctx *ctx, int fd, void *buf,
+				size_t len);
+rl_promise *rl_promise_net_send(rl_promise_ctx *ctx, int fd, const void *buf,
+				size_t len, unsigned flags);
+rl_promise *rl_promise_net_shutdown(rl_promise_ctx *ctx, int fd, int how);
+rl_promise *rl_promise_net_sendmsg(rl_promise_ctx *ctx, int fd,
+				   const struct msghdr *msg);
+rl_promise *rl_promise_net_recvmsg(rl_promise_ctx *ctx, int fd,
+				   struct msghdr *msg);
+
+/* ------------------------------------------- cancellation and timeouts */
+
+/*
+ * Cancels the loop request or timer behind p, a pending promise of this
+ * file's request functions (rl_promise_fs_*, rl_promise_net_*,
+ * rl_promise_sleep): p then rejects with -ECANCELED, or settles with the
+ * request's real result when it had finished. p is borrowed. Returns 0,
+ * -ENOENT when p is settled (or its request is done), -EALREADY when
+ * cancelled already, -EINVAL for any other promise (those have no request
+ * of their own: cancel the one they wait for).
+ */
+int rl_promise_cancel(rl_promise *p);
+
+/*
+ * A timeout: a promise that settles as p does, unless ms milliseconds
+ * pass first. It is rl_race() of p and a sleep of ms that rejects with
+ * -ETIMEDOUT, where the loser is cancelled, not left running: when p
+ * settles first the sleep's timer is cancelled; when the sleep wins and p
+ * is a request promise, p's request is cancelled, and the timeout's
+ * promise rejects with -ETIMEDOUT once the request has stopped - or
+ * takes p's outcome, when the request finished before the cancel reached
+ * it (so a receive that got data is never reported as timed out, and its
+ * bytes are never lost). For any other p, the timeout rejects with
+ * -ETIMEDOUT when the sleep ends, and p goes on. Consumes the reference to
+ * p; NULL when p is NULL or memory runs out.
+ */
+rl_promise *rl_promise_timeout(rl_promise *p, uint64_t ms);
 
 #pragma GCC visibility pop
 
