@@ -213,6 +213,14 @@ void rl__coro_wake_later(rl_coro *co, int64_t val);
  * pacing put off, as far as the window allows (see coro.c). */
 void rl__coro_io_done(rl_coro *co, int64_t val);
 
+/* The steps of a suspending request call (coro_io.c), for the calls of
+ * other files (coro_net.c): the coroutine's request, ready for a
+ * submission whose callback is rl__coro_req_done; then the wait for it
+ * (ret: what the submission said), which returns the request's result. */
+rl_req *rl__coro_req(rl_coro *co);
+void rl__coro_req_done(rl_req *req);
+int64_t rl__coro_wait_req(rl_coro *co, rl_req *req, int ret);
+
 /* The start of every suspending call: the running coroutine, or NULL with
  * *err set (-EPERM outside a coroutine, -ECANCELED while closing). */
 static inline rl_coro *rl__coro_enter(int *err)

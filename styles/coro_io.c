@@ -260,3 +260,20 @@ int rl_coro_sleep(uint64_t ms)
 	co->wait_obj = &timer;
 	return (int)rl__coro_suspend(co);
 }
+
+/* ------------------------------------------- for the other operations */
+
+rl_req *rl__coro_req(rl_coro *co)
+{
+	return coro_req(co);
+}
+
+void rl__coro_req_done(rl_req *req)
+{
+	req_done(req);
+}
+
+int64_t rl__coro_wait_req(rl_coro *co, rl_req *req, int ret)
+{
+	return wait_req(co, req, ret);
+}

@@ -284,6 +284,49 @@ int rl_coro_fs_mkdir(const char *path, unsigned mode);
 int rl_coro_fs_rename(const char *from, const char *to, unsigned flags);
 
 /*
+ * Sockets (ringloop.h, "Sockets"), each call suspending until it is done
+ * and returning its result: the connected socket of an accept or a
+ * connect (the caller's, to close with close(2) or rl_coro_fs_close()),
+ * the bytes of a receive (0 at the end of the stream) or of a send (all
+ * of them), 0 for shutdown, or -errno. timeout_ms > 0 bounds the wait:
+ * past it the call returns -ETIMEDOUT (the request is cancelled; a
+ * receive that got data just then returns the data, never losing it);
+ * 0 waits as long as it takes. Buffers and msghdrs may live on the
+ * coroutine's stack. An echo server:
+ *
+ *	static int64_t echo(void *arg)
+ *	{
+ *		int fd = (int)(intptr_t)arg;
+ *		char buf[4096];
+ *		int64_t n;
+ *
+ *		while ((n = rl_coro_net_recv(fd, buf, sizeof(buf), 0)) > 0)
+ *			if (rl_coro_net_send(fd, buf, (size_t)n, 0) < 0)
+ *				break;
+ *		close(fd);
+ *		return 0;
+ *	}
+ *	...	while ((fd = rl_coro_net_accept(lfd, 0)) >= 0)
+ *			rl_coro_spawn(sched, NULL, echo, (void *)(intptr_t)fd,
+ *				      NULL);
+ *
+ * accept takes one connection (rl_net_accept_one()); connect's flags are
+ * enum rl_connect_flags. Datagrams: rl_net_udp() makes the socket.
+ */
+struct rl_addr;
+struct msghdr;
+int rl_coro_net_accept(int lfd, uint64_t timeout_ms);
+int rl_coro_net_connect(const struct rl_addr *addr, unsigned flags,
+			uint64_t timeout_ms);
+int64_t rl_coro_net_recv(int fd, void *buf, size_t len, uint64_t timeout_ms);
+int64_t rl_coro_net_send(int fd, const void *buf, size_t len,
+			 uint64_t timeout_ms);
+int rl_coro_net_shutdown(int fd, int how);
+int64_t rl_coro_net_sendmsg(int fd, const struct msghdr *msg,
+			    uint64_t timeout_ms);
+int64_t rl_coro_net_recvmsg(int fd, struct msghdr *msg, uint64_t timeout_ms);
+
+/*
  * Waits for a promise of the promise layer (promise.h) and consumes the
  * caller's reference to it. Returns 0 when it fulfilled, or its error
  * (< 0) when it rejected; *value (may be NULL) receives the value or the
