@@ -115,6 +115,7 @@ static rl_promise *op_submitted(struct rl__op *op, int ret)
 	rl_promise *p = op->p;
 
 	if (ret < 0) {
+		p->u.op = NULL;
 		rl__settle(p, ret, (struct rl_value){ 0, NULL }, NULL);
 		p->refs--; /* the request's reference; the caller's remains */
 		rl__record_put(&p->ctx->ops, op);
@@ -139,6 +140,12 @@ static struct rl_value req_value(const rl_req *req)
 	case RL_OP_STAT:
 	case RL_OP_FSTAT:
 		value.p = req->stx;
+		break;
+	case RL_OP_RECV:
+		value.p = req->buf;
+		break;
+	case RL_OP_RECVMSG:
+		value.p = req->ptr;
 		break;
 	}
 	return value;

@@ -745,9 +745,9 @@ BACKEND_TEST(callback_net, close_loop_with_connections_open)
 	cr_assert_eq(w.err, -ECANCELED);
 	cr_assert_eq(pending.connects, 1);
 	cr_assert_eq(pending.err, -ECANCELED);
-	cr_assert_eq(rl_cb_ctx_in_flight(cbs), 0);
-	/* The context frees what the program did not close. */
-	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	/* The loop's close closed the context too, and it freed the
+	 * connections and the server the program did not close (the fd
+	 * count below checks their sockets). */
 	close(filler);
 	close(fd);
 	cr_assert_eq(tfd_count(), base);

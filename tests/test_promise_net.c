@@ -556,8 +556,7 @@ BACKEND_TEST(promise_net, close_loop_with_promises_pending)
 	cr_assert_eq(tmo.err, -ECANCELED);
 	cr_assert_eq(acc.calls + snd.calls + rcv.calls + conn.calls + tmo.calls,
 		     5);
-	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
-	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
+	/* The loop's close freed the context. */
 	close(lfd);
 	close(s);
 	close(peer);
