@@ -14,7 +14,8 @@
 #     the README, and identical to its file in examples/) and the C++ test
 #     tests/install/all_headers.cpp, built with nothing but
 #     `pkg-config --cflags --libs ringloop`, linked shared and static, and
-#     run, their output checked.
+#     run, their output checked (the network examples by
+#     tests/net/examples.sh, on loopback).
 #
 # Run by `make test-install` (part of `make test`), from the top of the
 # tree. CC, CXX and MAKE come from make.
@@ -237,6 +238,9 @@ main: closed
 EOF
 )"
 done
+
+# The network examples, against each other and raw requests on loopback.
+tests/net/examples.sh "$bin" "$lib"
 
 # ---------------------------------------------------------- uninstall
 $MAKE --no-print-directory -s uninstall DESTDIR="$root" PREFIX=/usr >/dev/null
