@@ -33,3 +33,9 @@ test-bench-net: deps
 clean: clean-net
 clean-net:
 	rm -f bench/ringnet
+
+# The HTTP bench: the HTTP example on both backends beside nginx, node and
+# bun, driven by wrk (scripts/bench_net.sh; ARGS="--runs 3 --duration 4").
+.PHONY: bench-net
+bench-net: deps
+	flock /tmp/ringloop-bench.lock scripts/bench_net.sh $(ARGS)

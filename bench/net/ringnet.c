@@ -27,6 +27,9 @@
 
 static const struct echo_style *const styles[] = {
 	&echo_style_loop,
+	&echo_style_callback,
+	&echo_style_promise,
+	&echo_style_coro,
 };
 
 /* A backend and the io_uring setup flags it runs with: variants of one
@@ -444,7 +447,7 @@ static void usage(void)
 		"  --backend LIST     uring,epoll; also uring-coop (COOP_TASKRUN)\n"
 		"                     and uring-defer (SINGLE_ISSUER +\n"
 		"                     DEFER_TASKRUN), run side by side\n"
-		"  --style LIST       loop\n"
+		"  --style LIST       loop,callback,promise,coro (loop)\n"
 		"  --conns LIST       1,64,1000\n"
 		"  --size LIST        message sizes, 64,4096 (4k works)\n"
 		"  --duration S       measured seconds per run (3)\n"

@@ -42,6 +42,10 @@ struct echo_style {
 };
 
 extern const struct echo_style echo_style_loop;
+/* echo_styles.c */
+extern const struct echo_style echo_style_callback;
+extern const struct echo_style echo_style_promise;
+extern const struct echo_style echo_style_coro;
 
 /* What a mark reports. */
 struct echo_mark {
