@@ -3,9 +3,10 @@
 # example (examples/http_server.c, the callback style) on io_uring and on
 # epoll, beside nginx with one worker, node's http module and Bun.serve,
 # all serving the same 12-byte response with keep-alive, driven by wrk at
-# 1, 64 and 256 connections.
+# 1, 64 and 256 connections. ringloop-uring-defer is the same server with
+# --defer-taskrun (RL_SINGLE_ISSUER | RL_DEFER_TASKRUN).
 #
-#   scripts/bench_net.sh [--duration S] [--runs R] [--conns LIST]
+#   scripts/bench_net.sh [--duration S] [--runs R] [--conns LIST] [--quiet S]
 #
 # wrk (-t1) runs on CPU 0 and every server on CPU 1 (taskset). All the
 # servers run for the whole bench and the cells take turns (for each run,
@@ -21,18 +22,20 @@
 #
 # Output: bench/results/net-http-<stamp>.json (a meta record, then one
 # JSON line per cell: scenario "http", server, style, conns, rps,
-# lat_p99_us, runs), bench/results/net-http-latest.json, and a table with
-# each server's requests/s and p99, and ringloop-uring's ratios, on stdout.
+# lat_p99_us, runs, others_cpu_util), bench/results/net-http-latest.json, and a table with
+# each server's requests/s and p99, and ringloop-uring's and
+# ringloop-uring-defer's ratios to each, on stdout.
 # Measuring: run it under /tmp/ringloop-bench.lock (make bench-net does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-duration=4 runs=3 conns="1 64 256" base=${NET_PORT:-18080}
+duration=4 runs=3 conns="1 64 256" quiet=30 others=0 base=${NET_PORT:-18080}
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration="$2"; shift 2 ;;
 	--runs) runs="$2"; shift 2 ;;
 	--conns) conns="${2//,/ }"; shift 2 ;;
+	--quiet) quiet="$2"; shift 2 ;;
 	*) echo "bench_net.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -85,6 +88,7 @@ start() {
 }
 
 RINGLOOP_BACKEND=uring start ringloop-uring callback $base $bin/http_server $base
+RINGLOOP_BACKEND=uring start ringloop-uring-defer callback $((base + 5)) $bin/http_server --defer-taskrun $((base + 5))
 RINGLOOP_BACKEND=epoll start ringloop-epoll callback $((base + 1)) $bin/http_server $((base + 1))
 grep -q "(uring)" "$tmp/ringloop-uring.out" || { echo "bench-net: the uring server is not on io_uring: $(cat "$tmp/ringloop-uring.out")" >&2; exit 1; }
 if command -v nginx >/dev/null; then
@@ -145,25 +149,50 @@ printf '{"meta":true,"bench":"net-http","time":"%s","cpu":"%s","ncpu":%s,"kernel
 	"$(node --version 2>/dev/null || true)" "$([ -n "$bun" ] && "$bun" --version)" \
 	"$duration" "$runs" >"$out"
 
+# The machine is shared, and other people's builds and tests do not take
+# the bench lock: before each cell, wait (up to $quiet s) for a second in
+# which both CPUs were at least 95% idle, and report the share of the CPUs
+# that was busy in the second before the cell started.
+busy_second() {
+	local a b
+	a=($(head -1 /proc/stat))
+	sleep 1
+	b=($(head -1 /proc/stat))
+	awk -v a="${a[*]}" -v b="${b[*]}" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " "); t = 0
+		for (i = 2; i <= n; i++) t += y[i] - x[i]
+		idle = (y[5] - x[5]) + (y[6] - x[6])
+		printf "%.2f", t > 0 ? 1 - idle / t : 0 }'
+}
+wait_quiet() {
+	local i
+	for ((i = 0; i < quiet; i++)); do
+		others=$(busy_second)
+		awk -v o="$others" 'BEGIN { exit !(o <= 0.05) }' && return 0
+	done
+	echo "bench-net: no quiet second in $quiet s (busy $others); measuring anyway" >&2
+}
+
 for ((r = 1; r <= runs; r++)); do
 	for c in $conns; do
 		for i in "${!servers[@]}"; do
 			url="http://127.0.0.1:${ports[$i]}/"
 			taskset -c 0 wrk -t1 -c"$c" -d1s "$url" >/dev/null 2>&1 || true
+			wait_quiet
 			taskset -c 0 wrk -t1 -c"$c" -d"${duration}s" --latency "$url" >"$tmp/wrk.out" 2>&1 || true
 			rps=$(awk '/^Requests\/sec:/ {print $2}' "$tmp/wrk.out")
 			p99=$(awk '$1 == "99%" {print $2}' "$tmp/wrk.out")
 			errs=$(awk '/Non-2xx|Socket errors/ {print}' "$tmp/wrk.out" | tr '\n' ' ')
 			[ -n "$errs" ] && echo "bench-net: ${servers[$i]} at $c conns: $errs" >&2
-			echo "${servers[$i]} ${styles[$i]} $c ${rps:-0} $(to_us "${p99:-0us}")" >>"$tmp/runs"
-			echo "bench-net: run $r/$runs ${servers[$i]} $c conns: ${rps:-?} req/s, p99 ${p99:-?}" >&2
+			echo "${servers[$i]} ${styles[$i]} $c ${rps:-0} $(to_us "${p99:-0us}") $others" >>"$tmp/runs"
+			echo "bench-net: run $r/$runs ${servers[$i]} $c conns: ${rps:-?} req/s, p99 ${p99:-?} (others busy $others before)" >&2
 		done
 	done
 done
 
 # The median of each cell's runs (its p99 from the same run).
 sort -k1,1 -k3,3n -k4,4g "$tmp/runs" | awk -v servers="${servers[*]}" '
-	{ key = $1 " " $3; n[key]++; rps[key, n[key]] = $4; p99[key, n[key]] = $5; style[key] = $2
+	{ key = $1 " " $3; n[key]++; rps[key, n[key]] = $4; p99[key, n[key]] = $5; oth[key, n[key]] = $6; style[key] = $2
 	  if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
 	END {
 		ns = split(servers, sv, " ")
@@ -171,8 +200,8 @@ sort -k1,1 -k3,3n -k4,4g "$tmp/runs" | awk -v servers="${servers[*]}" '
 		for (j = 1; j <= k; j++) {
 			key = order[j]; split(key, f, " "); m = int((n[key] + 1) / 2)
 			if (f[1] != sv[x]) continue
-			printf "{\"scenario\":\"http\",\"server\":\"%s\",\"style\":\"%s\",\"conns\":%d,\"rps\":%.0f,\"lat_p99_us\":%.1f,\"runs\":%d}\n",
-				f[1], style[key], f[2], rps[key, m], p99[key, m], n[key]
+			printf "{\"scenario\":\"http\",\"server\":\"%s\",\"style\":\"%s\",\"conns\":%d,\"rps\":%.0f,\"lat_p99_us\":%.1f,\"runs\":%d,\"others_cpu_util\":%.2f}\n",
+				f[1], style[key], f[2], rps[key, m], p99[key, m], n[key], oth[key, m]
 		}
 	}' >>"$out"
 ln -sf "${out##*/}" bench/results/net-http-latest.json
@@ -193,14 +222,17 @@ awk -F'"' '
 		R[s, c] = r; P[s, c] = p
 	}
 	END {
-		printf "%-16s", "server"
+		printf "%-20s", "server"
 		for (j = 1; j <= nc; j++) printf " %14s %10s", cs[j] " conns req/s", "p99 us"
-		printf "   uring/server req/s\n"
+		printf "   uring/server, uring-defer/server req/s\n"
 		for (i = 1; i <= ns; i++) {
-			s = srv[i]; printf "%-16s", s
+			s = srv[i]; printf "%-20s", s
 			for (j = 1; j <= nc; j++) printf " %14.0f %10.0f", R[s, cs[j]], P[s, cs[j]]
 			for (j = 1; j <= nc; j++)
 				printf " %5.2fx", R[s, cs[j]] ? R["ringloop-uring", cs[j]] / R[s, cs[j]] : 0
+			printf "  "
+			for (j = 1; j <= nc; j++)
+				printf " %5.2fx", R[s, cs[j]] ? R["ringloop-uring-defer", cs[j]] / R[s, cs[j]] : 0
 			printf "\n"
 		}
 	}' "$out"
