@@ -162,7 +162,7 @@ busy_second() {
 		n = split(a, x, " "); split(b, y, " "); t = 0
 		for (i = 2; i <= n; i++) t += y[i] - x[i]
 		idle = (y[5] - x[5]) + (y[6] - x[6])
-		printf "%.2f", t > 0 ? 1 - idle / t : 0 }'
+		printf "%.2f", (t > 0 ? 1 - idle / t : 0) }'
 }
 wait_quiet() {
 	local i
