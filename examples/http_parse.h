@@ -196,6 +196,7 @@ static inline enum http_event http_feed(struct http_parser *p, const char *buf,
 {
 	size_t i = 0;
 
+	*used = 0;
 	for (; i < len; i++) {
 		unsigned char c = (unsigned char)buf[i];
 
