@@ -252,7 +252,7 @@ static void rx_item(rl_cb_conn *c, rl_req *req)
 		conn_kick(c);
 }
 
-static void rx_cb(rl_req *req)
+static void rx_cb_run(rl_req *req)
 {
 	struct rl__cb_entry *e = (struct rl__cb_entry *)req;
 	rl_cb_conn *c = req->data;
@@ -291,7 +291,7 @@ static void rx_cb(rl_req *req)
 
 /* Delivers paused data to a resumed reader, then its end, or starts a new
  * stream; finishes a close. */
-static void conn_task(rl_task *task)
+static void conn_task_run(rl_task *task)
 {
 	rl_cb_conn *c =
 		(rl_cb_conn *)((char *)task - offsetof(rl_cb_conn, task));
@@ -437,6 +437,8 @@ int rl_cb_net_set_timeout(rl_cb_conn *c, uint64_t ms)
 /* ------------------------------------------------------------ writing */
 
 static void shut_cb(rl_req *req);
+static void write_cb(rl_req *req);
+static void connect_cb(rl_req *req);
 
 static int start_shutdown(rl_cb_conn *c)
 {
@@ -455,7 +457,7 @@ static int start_shutdown(rl_cb_conn *c)
 	return ret;
 }
 
-static void shut_cb(rl_req *req)
+static void shut_cb_run(rl_req *req)
 {
 	rl_cb_conn *c = req->data;
 	int res = (int)req->result;
@@ -467,7 +469,7 @@ static void shut_cb(rl_req *req)
 	conn_maybe_free(c);
 }
 
-static void write_cb(rl_req *req)
+static void write_cb_run(rl_req *req)
 {
 	struct rl__cb_entry *e = (struct rl__cb_entry *)req, **pp;
 	rl_cb_conn *c = req->data;
@@ -645,7 +647,7 @@ static void server_failed(rl_cb_server *srv, int err)
 	srv->on_conn(err, NULL, srv->arg);
 }
 
-static void retry_cb(rl_timer *timer, int status)
+static void retry_cb_run(rl_timer *timer, int status)
 {
 	rl_cb_server *srv = timer->data;
 	int ret;
@@ -660,7 +662,7 @@ static void retry_cb(rl_timer *timer, int status)
 		server_failed(srv, ret);
 }
 
-static void acc_cb(rl_req *req)
+static void acc_cb_run(rl_req *req)
 {
 	rl_cb_server *srv = req->data;
 	rl_cb_conn *c;
@@ -689,7 +691,7 @@ static void acc_cb(rl_req *req)
 	server_failed(srv, res);
 }
 
-static void server_task(rl_task *task)
+static void server_task_run(rl_task *task)
 {
 	rl_cb_server *srv =
 		(rl_cb_server *)((char *)task - offsetof(rl_cb_server, task));
@@ -760,7 +762,7 @@ int rl_cb_net_server_close(rl_cb_server *srv, rl_cb_fn done, void *arg)
 
 /* ------------------------------------------------------------ connect */
 
-static void connect_cb(rl_req *req)
+static void connect_cb_run(rl_req *req)
 {
 	struct rl__cb_entry *e = (struct rl__cb_entry *)req;
 	rl_cb_ctx *cbs = e->cbs;
@@ -854,6 +856,90 @@ int rl_cb_net_recvmsg(rl_cb_ctx *cbs, int fd, struct msghdr *msg, rl_cb_fn done,
 {
 	CB_NET_SUBMIT(
 		rl_net_recvmsg(cbs->loop, &e->req, fd, msg, rl__cb_res_done));
+}
+
+/* ------------------------------------------------ entries from the loop */
+
+/*
+ * The loop calls these; each runs its _run function with the context
+ * marked busy, so that a program calling rl_cb_ctx_close() from one of its
+ * callbacks is refused (-EBUSY) instead of freeing the context under the
+ * code that runs after its callback.
+ */
+static void rx_cb(rl_req *req)
+{
+	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
+
+	cbs->dispatching++;
+	rx_cb_run(req);
+	cbs->dispatching--;
+}
+
+static void shut_cb(rl_req *req)
+{
+	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
+
+	cbs->dispatching++;
+	shut_cb_run(req);
+	cbs->dispatching--;
+}
+
+static void write_cb(rl_req *req)
+{
+	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
+
+	cbs->dispatching++;
+	write_cb_run(req);
+	cbs->dispatching--;
+}
+
+static void acc_cb(rl_req *req)
+{
+	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
+
+	cbs->dispatching++;
+	acc_cb_run(req);
+	cbs->dispatching--;
+}
+
+static void connect_cb(rl_req *req)
+{
+	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
+
+	cbs->dispatching++;
+	connect_cb_run(req);
+	cbs->dispatching--;
+}
+
+static void conn_task(rl_task *task)
+{
+	rl_cb_ctx *cbs =
+		((rl_cb_conn *)((char *)task - offsetof(rl_cb_conn, task)))
+			->cbs;
+
+	cbs->dispatching++;
+	conn_task_run(task);
+	cbs->dispatching--;
+}
+
+static void server_task(rl_task *task)
+{
+	rl_cb_ctx *cbs =
+		((rl_cb_server *)((char *)task - offsetof(rl_cb_server, task)))
+			->cbs;
+
+	cbs->dispatching++;
+	server_task_run(task);
+	cbs->dispatching--;
+}
+
+static void retry_cb(rl_timer *timer, int status)
+{
+	rl_cb_ctx *cbs = ((rl_cb_server *)timer->data)->cbs;
+
+	cbs->dispatching++;
+	retry_cb_run(timer, status);
+	cbs->dispatching--;
 }
 
 /* ------------------------------------------------------------ closing */

@@ -877,3 +877,75 @@ BACKEND_TEST(callback_net, fd_level_requests_and_datagrams)
 	close(u2);
 	close_all(loop, cbs);
 }
+
+/* A context cannot be closed from inside one of its socket callbacks (it
+ * would be freed under the code that runs after the callback): -EBUSY
+ * from a data callback, a write's completion, the end of the stream and
+ * the close's callback, even when nothing else of it is in flight. */
+struct busy {
+	rl_cb_ctx *cbs;
+	rl_cb_conn *c;
+	int in_data, in_write, in_end, in_close, calls;
+};
+
+static void busy_written(int err, int64_t value, void *arg)
+{
+	struct busy *b = arg;
+
+	(void)err;
+	(void)value;
+	b->in_write = rl_cb_ctx_close(b->cbs);
+	b->calls++;
+}
+
+static void busy_closed(int err, int64_t value, void *arg)
+{
+	struct busy *b = arg;
+
+	(void)err;
+	(void)value;
+	b->in_close = rl_cb_ctx_close(b->cbs);
+	b->calls++;
+}
+
+static void busy_data(int err, const void *data, size_t len, void *arg)
+{
+	struct busy *b = arg;
+
+	(void)data;
+	cr_assert_eq(err, 0);
+	if (!len) {
+		b->in_end = rl_cb_ctx_close(b->cbs);
+		cr_assert_eq(rl_cb_net_close(b->c, busy_closed, b), 0);
+	} else {
+		b->in_data = rl_cb_ctx_close(b->cbs);
+		cr_assert_eq(rl_cb_net_write(b->c, "ok", 2, busy_written, b),
+			     0);
+	}
+	b->calls++;
+}
+
+BACKEND_TEST(callback_net, close_context_from_a_callback_is_refused)
+{
+	rl_loop *loop = tloop(tp);
+	struct busy b;
+	char buf[4];
+	int s, peer;
+
+	memset(&b, 0, sizeof(b));
+	cr_assert_eq(rl_cb_ctx_open(loop, &b.cbs), 0);
+	tpair(AF_INET, &s, &peer);
+	cr_assert_eq(rl_cb_net_wrap(b.cbs, s, &b.c), 0);
+	cr_assert_eq(rl_cb_net_read_start(b.c, busy_data, &b), 0);
+	cr_assert_eq(write(peer, "x", 1), 1);
+	trun_until(loop, b.calls == 2);
+	cr_assert_eq(read(peer, buf, sizeof(buf)), 2);
+	cr_assert_eq(shutdown(peer, SHUT_WR), 0);
+	trun_until(loop, b.calls == 4);
+	cr_assert_eq(b.in_data, -EBUSY);
+	cr_assert_eq(b.in_write, -EBUSY);
+	cr_assert_eq(b.in_end, -EBUSY);
+	cr_assert_eq(b.in_close, -EBUSY);
+	close(peer);
+	close_all(loop, b.cbs);
+}
