@@ -28,6 +28,21 @@ for key in backend variant style conns msg_size runs rps rps_runs lat_p50_us \
 done
 printf '%s\n' "$out" | grep '"scenario"' | grep -q '"rps":0[,}]' && fail "a cell served nothing"
 
+# Every style's echo, on both backends, with many connections.
+out=$("$rn" "${quick[@]}" --backend uring,epoll --style callback,promise,coro \
+	--conns 1,64 --size 64,4096 2>/dev/null)
+scells=$(printf '%s\n' "$out" | grep -c '"scenario":"echo"' || true)
+[ "$scells" -eq 24 ] || fail "expected 24 style cells, got $scells"
+if printf '%s\n' "$out" | grep -q '"error"'; then
+	printf '%s\n' "$out" | grep '"error"' >&2
+	fail "a style cell failed"
+fi
+printf '%s\n' "$out" | grep '"scenario"' | grep -q '"rps":0[,}]' && fail "a style cell served nothing"
+for style in callback promise coro; do
+	printf '%s\n' "$out" | grep -q "\"style\":\"$style\"" || fail "no $style cell"
+done
+cells=$((cells + scells))
+
 # DEFER_TASKRUN without SINGLE_ISSUER: io_uring_setup refuses it. The
 # uring cell says so; the epoll cell still runs.
 out=$("$rn" "${quick[@]}" --defer-taskrun --backend uring,epoll --conns 1 \
