@@ -7,7 +7,7 @@
 #   scripts/install-deps.sh --extra    also valgrind, clang, qemu-user and the
 #                                      aarch64 cross compiler (CI, fuzzing)
 #   scripts/install-deps.sh --fio      also fio (make bench-fio)
-#   scripts/install-deps.sh --net      also wrk and nginx (light)
+#   scripts/install-deps.sh --net      also wrk, nginx (light) and curl
 set -eu
 
 need=(liburing-dev libcriterion-dev pkg-config gnuplot-nox g++)
@@ -15,7 +15,7 @@ if [ "${1:-}" = "--extra" ]; then
 	need+=(clang-format valgrind clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 fi
 [ "${1:-}" = "--fio" ] && need+=(fio)
-[ "${1:-}" = "--net" ] && need+=(wrk nginx-light)
+[ "${1:-}" = "--net" ] && need+=(wrk nginx-light curl)
 
 missing=()
 for p in "${need[@]}"; do
