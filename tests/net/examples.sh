@@ -29,14 +29,18 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$ou
 
 # start NAME PROG: runs PROG 0 in the background, sets $port from the line
 # it prints once it listens.
+# Its output goes to $log, a file of its own: the background shell may
+# create it after the first look, so a file of an earlier server would
+# give that server's port.
 start() {
 	local name=$1 prog=$2 i
-	LD_LIBRARY_PATH=$lib "$prog" 0 >"$out/$name.out" 2>"$out/$name.err" &
+	log=$out/$name.$backend.$link.out
+	LD_LIBRARY_PATH=$lib "$prog" 0 >"$log" 2>"$log.err" &
 	pids+=($!)
 	for i in $(seq 100); do
-		port=$(sed -n 's/.* listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$name.out")
+		port=$(sed -n 's/.* listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" 2>/dev/null)
 		[ -n "$port" ] && return 0
-		kill -0 "${pids[-1]}" 2>/dev/null || fail "$name exited: $(cat "$out/$name.err")"
+		kill -0 "${pids[-1]}" 2>/dev/null || fail "$name exited: $(cat "$log.err")"
 		sleep 0.05
 	done
 	fail "$name did not listen"
@@ -91,8 +95,8 @@ for backend in uring epoll; do
 		wait "${pids[-1]}" 2>/dev/null || true
 
 		start http_server "$bin/http_server$sfx"
-		grep -q "($backend)" "$out/http_server.out" ||
-			fail "http_server did not run on $backend: $(cat "$out/http_server.out")"
+		grep -q "($backend)" "$log" ||
+			fail "http_server did not run on $backend: $(cat "$log")"
 		LD_LIBRARY_PATH=$lib "$bin/net_client$sfx" --http 127.0.0.1 "$port" 500 \
 			>"$out/client.out" 2>&1 ||
 			fail "net_client --http on $backend ($link): $(cat "$out/client.out")"
