@@ -984,14 +984,17 @@ BACKEND_TEST(net, deadlines)
 	cr_assert_eq(rl_timer_stop(loop, &other), -ENOENT);
 	cr_assert_eq(rl_req_deadline(loop, &d.req, &t, 10), -ENOENT);
 
-	/* A stream with an idle timeout, moved by every item. */
+	/* A stream with an idle timeout, moved by every item: the items come
+	 * 100 ms apart, 300 ms in all, past the 200 ms a deadline that did
+	 * not move would have allowed; the margin of 100 ms keeps a loaded
+	 * machine from firing it between two items. */
 	tsink_start(loop, &sink, s, false);
-	cr_assert_eq(rl_req_deadline(loop, &sink.req, &t, 80), 0);
+	cr_assert_eq(rl_req_deadline(loop, &sink.req, &t, 200), 0);
 	for (int i = 0; i < 3; i++) {
-		trun_for(loop, 40);
+		trun_for(loop, 100);
 		cr_assert_eq(write(peer, "z", 1), 1);
 		trun_until(loop, sink.bytes == (size_t)i + 1);
-		cr_assert_eq(rl_req_deadline(loop, &sink.req, &t, 80), 0);
+		cr_assert_eq(rl_req_deadline(loop, &sink.req, &t, 200), 0);
 	}
 	cr_assert_eq(sink.finals, 0);
 	trun_until(loop, sink.finals == 1);
