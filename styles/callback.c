@@ -92,6 +92,8 @@ int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 		return -ENOMEM;
 	cbs->loop = loop;
 	rl__list_init(&cbs->chunks);
+	rl__list_init(&cbs->conns);
+	rl__list_init(&cbs->servers);
 	cbs->guess = FIRST_GUESS;
 	rl_loop_on_close(loop, &cbs->close_hook, close_with_loop);
 	*out = cbs;

@@ -46,8 +46,8 @@ struct rl_cb_ctx {
 	size_t guess; /* the first buffer of a new entry's read_file */
 	unsigned dispatching; /* our callbacks running now */
 	bool closed;	      /* closed by the loop, freed at its end */
-	rl_cb_conn *conns;     /* connections alive (callback_net.c) */
-	rl_cb_server *servers; /* servers alive */
+	struct rl_link conns;	/* rl_cb_conn: alive (callback_net.c) */
+	struct rl_link servers; /* rl_cb_server: alive */
 };
 
 /* An entry for one request (NULL: out of memory), and back to the pool. */

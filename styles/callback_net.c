@@ -78,7 +78,7 @@ struct rl_cb_conn {
 	bool closing;
 	bool task_queued;
 	rl_task task;
-	rl_cb_conn *next, *prev;
+	struct rl_link link; /* the context's connections */
 };
 
 struct rl_cb_server {
@@ -94,7 +94,7 @@ struct rl_cb_server {
 	bool closing;
 	bool task_queued;
 	rl_task task;
-	rl_cb_server *next, *prev;
+	struct rl_link link; /* the context's servers */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -136,21 +136,13 @@ static rl_cb_conn *conn_new(rl_cb_ctx *cbs, int fd)
 	c->cbs = cbs;
 	c->fd = fd;
 	rl_timer_init(&c->idle);
-	c->next = cbs->conns;
-	if (cbs->conns)
-		cbs->conns->prev = c;
-	cbs->conns = c;
+	rl__list_add_head(&cbs->conns, &c->link);
 	return c;
 }
 
 static void conn_unlink(rl_cb_conn *c)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		c->cbs->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	rl__list_del(&c->link);
 }
 
 static void conn_kick(rl_cb_conn *c)
@@ -597,12 +589,7 @@ static void acc_cb(rl_req *req);
 
 static void server_unlink(rl_cb_server *srv)
 {
-	if (srv->prev)
-		srv->prev->next = srv->next;
-	else
-		srv->cbs->servers = srv->next;
-	if (srv->next)
-		srv->next->prev = srv->prev;
+	rl__list_del(&srv->link);
 }
 
 static void server_maybe_free(rl_cb_server *srv)
@@ -729,10 +716,7 @@ int rl_cb_net_listen(rl_cb_ctx *cbs, const struct rl_addr *addr, int backlog,
 		free(srv);
 		return ret;
 	}
-	srv->next = cbs->servers;
-	if (cbs->servers)
-		cbs->servers->prev = srv;
-	cbs->servers = srv;
+	rl__list_add_head(&cbs->servers, &srv->link);
 	*out = srv;
 	return 0;
 }
@@ -946,17 +930,18 @@ static void retry_cb(rl_timer *timer, int status)
 
 void rl__cb_net_free(rl_cb_ctx *cbs)
 {
+	struct rl_link *link;
 	rl_cb_conn *c;
 	rl_cb_server *srv;
 
-	while ((c = cbs->conns)) {
-		cbs->conns = c->next;
+	while ((link = rl__list_pop(&cbs->conns))) {
+		c = RL__CONTAINER(link, rl_cb_conn, link);
 		close(c->fd);
 		free(c->pend);
 		free(c);
 	}
-	while ((srv = cbs->servers)) {
-		cbs->servers = srv->next;
+	while ((link = rl__list_pop(&cbs->servers))) {
+		srv = RL__CONTAINER(link, rl_cb_server, link);
 		close(srv->fd);
 		free(srv);
 	}
