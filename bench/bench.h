@@ -65,11 +65,11 @@ struct bench_ctx {
 	struct bench_hist *lat; /* where latencies go, or NULL */
 	uint64_t *lat_t0;	/* n start times, indexed by read */
 
-	int op;			 /* enum bench_op */
-	unsigned write_flags;	 /* write: RL_WRITE_FILE_* (FSYNC) */
-	struct bench_rand *rand; /* randread, randwrite: else NULL */
-	uint64_t ops;		 /* what a run completed, when it is not n */
-	double resident;	 /* cold: share of pages resident before the
+	int op;			   /* enum bench_op */
+	unsigned write_flags;	   /* write: RL_WRITE_FILE_* (FSYNC) */
+	struct bench_rand *rand;   /* randread, randwrite: else NULL */
+	uint64_t ops;		   /* what a run completed, when it is not n */
+	double resident;	   /* cold: share of pages resident before the
 				* run (set by the driver), else < 0 */
 	struct bench_group *group; /* tpc rows: the group (bench_group.h) */
 };

@@ -174,8 +174,9 @@ static const struct backend backends[] = {
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
 static const char *const backend_names[] = {
-	"sync", "sync-mt", "raw-uring", "uring", "epoll", "epoll-pool",
-	"uring-spread", "epoll-spread", "uring-tpc", "epoll-tpc", NULL,
+	"sync",	     "sync-mt",	   "raw-uring",	   "uring",
+	"epoll",     "epoll-pool", "uring-spread", "epoll-spread",
+	"uring-tpc", "epoll-tpc",  NULL,
 };
 static const char *const style_names[] = {
 	"baseline", "callback", "promise", "coro", NULL,

@@ -29,7 +29,8 @@ static int64_t cat_files(void *arg)
 		int64_t n;
 
 		if (fd < 0) {
-			fprintf(stderr, "cat: %s: %s\n", *path, rl_strerror(fd));
+			fprintf(stderr, "cat: %s: %s\n", *path,
+				rl_strerror(fd));
 			cat->status = 1;
 			continue;
 		}

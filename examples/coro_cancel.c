@@ -37,7 +37,8 @@ static int64_t sleeper(void *arg)
 	(void)arg;
 	printf("sleeper: sleeping for a minute\n");
 	err = rl_coro_sleep(60 * 1000);
-	printf("sleeper: sleep returned %s\n", err < 0 ? rl_strerror(err) : "0");
+	printf("sleeper: sleep returned %s\n",
+	       err < 0 ? rl_strerror(err) : "0");
 	return err;
 }
 

@@ -46,14 +46,14 @@ void rl__ep_to_pool(struct rl__ep *ep, rl_req *req)
 void rl__ep_to_slow(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 		    void (*work)(rl_req *))
 {
-	struct rl__fifo one = {0};
+	struct rl__fifo one = { 0 };
 
 	rl__req(req)->work = work;
 	rl__epr(req)->step = RL__EP_SLOW;
 	rl__fifo_push(&one, req);
 	ep->in_slow++;
 	loop->stats.syscalls +=
-	    rl__pool_submit(&ep->slow, &one, ep->slow.max_threads);
+		rl__pool_submit(&ep->slow, &one, ep->slow.max_threads);
 }
 
 /* ------------------------------------------------------------ out of fds */
@@ -171,13 +171,13 @@ void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 
 /* ---------------------------------------------------------- the backend */
 
-
 /* The fast path for one request; what it cannot finish goes to the pool. */
 static void run_one(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	rl__epr(req)->step = RL__EP_NONE;
 	rl__epr(req)->gen = ep->fd_gen;
-	if ((rl__epr(req)->bflags & RL__EP_TRIED) || !rl__ep_fs_may_inline(ep, req) ||
+	if ((rl__epr(req)->bflags & RL__EP_TRIED) ||
+	    !rl__ep_fs_may_inline(ep, req) ||
 	    !rl__ep_fs_try_inline(loop, ep, req)) {
 		rl__epr(req)->bflags |= RL__EP_TRIED;
 		rl__ep_to_pool(ep, req);
@@ -215,7 +215,8 @@ static void run_inline(rl_loop *loop, struct rl__ep *ep)
 	ep->in_pool += ep->ninline;
 	ep->ninline = 0;
 	/* The loop is the other CPU's worker. */
-	loop->stats.syscalls += rl__pool_submit(&ep->pool, &share, ep->ncpu - 1);
+	loop->stats.syscalls +=
+		rl__pool_submit(&ep->pool, &share, ep->ncpu - 1);
 	while ((req = rl__pool_take(&ep->pool))) {
 		ep->in_pool--;
 		/* The loop thread's own attempt holds its fd only while it
@@ -266,7 +267,7 @@ static void flush_batch(rl_loop *loop, struct rl__ep *ep)
 	ep->in_pool += n;
 	/* Each worker woken may cost a futex call on this thread. */
 	loop->stats.syscalls +=
-	    rl__pool_submit(&ep->pool, &ep->batch, ep->pool.max_threads);
+		rl__pool_submit(&ep->pool, &ep->batch, ep->pool.max_threads);
 }
 
 /* A read_file's job came back from a lane. */
@@ -455,13 +456,14 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 	done += reap(loop, ep);
 	/* Spin only while a CPU is left over: with every CPU running a
 	 * worker, the spin would take one of them away. */
-	if (!done && timeout_ns != 0 && ep->in_pool &&
-	    ep->in_pool < ep->ncpu && !ep->nwatch && RL__POOL_SPIN_NS > 0 &&
+	if (!done && timeout_ns != 0 && ep->in_pool && ep->in_pool < ep->ncpu &&
+	    !ep->nwatch && RL__POOL_SPIN_NS > 0 &&
 	    rl__spin_allowed(&ep->spin)) {
 		int64_t spent = spin_for_done(loop, ep, timeout_ns);
 
 		if (timeout_ns > 0)
-			timeout_ns = spent >= timeout_ns ? 0 : timeout_ns - spent;
+			timeout_ns =
+				spent >= timeout_ns ? 0 : timeout_ns - spent;
 		done = reap(loop, ep);
 		rl__spin_outcome(&ep->spin, done > 0);
 	}
@@ -692,17 +694,17 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 		goto fail_errno;
 	signo = rl__pool_signal(opt->pool_signal);
 	cfg = (struct rl__pool_config){
-	    .threads = rl__pool_size(opt->pool_threads),
-	    .signo = signo,
-	    .hold_back = true,
-	    .spin = true,
+		.threads = rl__pool_size(opt->pool_threads),
+		.signo = signo,
+		.hold_back = true,
+		.spin = true,
 	};
 	ret = rl__pool_init(&ep->pool, &cfg, ep_notify, ep);
 	if (ret < 0)
 		goto fail;
 	/* The slow lane starts no worker until a job comes. */
-	cfg = (struct rl__pool_config){.max_threads = RL__SLOW_MAX,
-				       .signo = signo};
+	cfg = (struct rl__pool_config){ .max_threads = RL__SLOW_MAX,
+					.signo = signo };
 	ret = rl__pool_init(&ep->slow, &cfg, ep_notify, ep);
 	if (ret < 0) {
 		rl__pool_destroy(&ep->pool);

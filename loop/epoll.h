@@ -48,11 +48,11 @@
  * writes it. */
 enum {
 	RL__EP_NONE = 0,
-	RL__EP_INLINE,	 /* waiting for the next wait() to try the fast path */
-	RL__EP_BATCH,	 /* waiting to be handed to the pool at the next wait() */
-	RL__EP_POOL,	 /* on the pool's queue, or running on a worker */
-	RL__EP_SLOW,	 /* in the slow lane (queued or running) */
-	RL__EP_WATCH,	 /* waiting for its fd to become readable (writable) */
+	RL__EP_INLINE, /* waiting for the next wait() to try the fast path */
+	RL__EP_BATCH,  /* waiting to be handed to the pool at the next wait() */
+	RL__EP_POOL,   /* on the pool's queue, or running on a worker */
+	RL__EP_SLOW,   /* in the slow lane (queued or running) */
+	RL__EP_WATCH,  /* waiting for its fd to become readable (writable) */
 	RL__EP_FINISHED, /* finished inline; its completion is due next wait() */
 	RL__EP_NET_NEW,	 /* a socket request, started at the next wait() */
 	RL__EP_STARVED,	 /* a recv stream waiting for provided buffers */
@@ -63,11 +63,12 @@ enum {
  * thread before the hand-off to a worker. */
 enum {
 	RL__RD_SEEKABLE = 1, /* a regular file or block device: read blocking */
-	RL__RD_BLOCKING = 2, /* cannot be polled: a blocking read is all there is */
-	RL__EP_TRIED = 4,    /* the fast path failed once: leave it to a worker */
-	RL__EP_OUT = 8,	     /* watched for writing (else for reading) */
-	RL__EP_STREAM = 16,  /* a read_file reading the stream open in req->fd */
-	RL__EP_HELD = 32,    /* a read_file counted in rl__ep.fds_held */
+	RL__RD_BLOCKING =
+		2, /* cannot be polled: a blocking read is all there is */
+	RL__EP_TRIED = 4, /* the fast path failed once: leave it to a worker */
+	RL__EP_OUT = 8,	  /* watched for writing (else for reading) */
+	RL__EP_STREAM = 16, /* a read_file reading the stream open in req->fd */
+	RL__EP_HELD = 32,   /* a read_file counted in rl__ep.fds_held */
 };
 
 /* The eventfd's epoll data; a watched fd's data is the fd itself. */
@@ -95,7 +96,7 @@ struct rl__ep_fd {
  * it comes. SLOW: it would block, maybe for good (an open of a FIFO for
  * writing with no reader, a lease; a write to a pipe, socket or device):
  * the slow lane does it. */
-#define RL__RES_POLL INT64_MIN
+#define RL__RES_POLL   INT64_MIN
 #define RL__RES_STREAM (INT64_MIN + 1)
 #define RL__RES_SLOW   (INT64_MIN + 2)
 
@@ -110,8 +111,8 @@ struct rl__ep {
 	bool probed;	 /* openat2_ok was checked after an EINVAL */
 	bool pwait2_ok;	 /* epoll_pwait2 exists */
 	bool closing;
-	bool poll_owed;	 /* the last wait() skipped polling the fds */
-	unsigned ncpu;	 /* CPUs this process may run on */
+	bool poll_owed; /* the last wait() skipped polling the fds */
+	unsigned ncpu;	/* CPUs this process may run on */
 	unsigned nwatch;
 	unsigned ninline;	  /* RL__EP_INLINE */
 	uint64_t in_pool;	  /* jobs handed to the pool, not reaped */
@@ -126,14 +127,14 @@ struct rl__ep {
 	struct rl__pool pool;
 	uint64_t *direct; /* fds opened with O_DIRECT, a bitmap (epoll_fs.c) */
 	unsigned ndirect; /* its words */
-	struct rl__ep_fd *fds;	  /* indexed by fd, grown on demand */
+	struct rl__ep_fd *fds; /* indexed by fd, grown on demand */
 	uint32_t nfds;
-	int32_t dirty_head;	  /* fds whose registration may be stale */
+	int32_t dirty_head; /* fds whose registration may be stale */
 	/* Sockets (epoll_net.c). */
-	struct rl__fifo net_new;  /* RL__EP_NET_NEW */
-	struct rl__fifo starved;  /* RL__EP_STARVED */
-	rl_req *deadlines;	  /* connects with a timeout, soonest first */
-	struct rl__pool slow;	  /* jobs that may block for good */
+	struct rl__fifo net_new; /* RL__EP_NET_NEW */
+	struct rl__fifo starved; /* RL__EP_STARVED */
+	rl_req *deadlines;	 /* connects with a timeout, soonest first */
+	struct rl__pool slow;	 /* jobs that may block for good */
 };
 
 /* What this backend keeps in a request (its private words, req.h). */
@@ -187,8 +188,7 @@ int rl__ep_watch(rl_loop *loop, struct rl__ep *ep, rl_req *req, bool out);
 bool rl__ep_writers(const struct rl__ep *ep, int fd);
 /* epoll said events for fd: serves the requests at the heads of its
  * queues. */
-void rl__ep_fd_event(rl_loop *loop, struct rl__ep *ep, int fd,
-		     uint32_t events);
+void rl__ep_fd_event(rl_loop *loop, struct rl__ep *ep, int fd, uint32_t events);
 /* Brings epoll's registrations in line with the queues (before a wait). */
 void rl__ep_flush_dirty(rl_loop *loop, struct rl__ep *ep);
 /* Closing: every watched request finishes with -ECANCELED. */

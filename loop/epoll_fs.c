@@ -134,7 +134,7 @@ static void job_open(rl_req *req)
 
 	if (fd < 0)
 		rl__epr(req)->res[0] =
-		    open_would_block(req->flags, fd) ? RL__RES_SLOW : fd;
+			open_would_block(req->flags, fd) ? RL__RES_SLOW : fd;
 	else
 		rl__epr(req)->res[0] = as_asked(fd, req->flags);
 }
@@ -142,8 +142,8 @@ static void job_open(rl_req *req)
 /* The slow lane's open: the blocking open(2) itself. */
 static void job_open_blocking(rl_req *req)
 {
-	rl__epr(req)->res[0] =
-	    given_up(open_retrying(req->path, req->flags, (mode_t)req->mode));
+	rl__epr(req)->res[0] = given_up(
+		open_retrying(req->path, req->flags, (mode_t)req->mode));
 }
 
 /* close() is never retried: on Linux the fd is gone even after EINTR. */
@@ -250,7 +250,7 @@ static void job_read_stream(rl_req *req)
 		rl__epr(req)->res[0] = -errno;
 	else
 		rl__epr(req)->res[0] = given_up(rl__read_file_fd(
-		    req, req->fd, &st, 0, rl__pool_job_cancelled, NULL));
+			req, req->fd, &st, 0, rl__pool_job_cancelled, NULL));
 }
 
 /*
@@ -263,7 +263,7 @@ static void job_read_stream(rl_req *req)
  */
 static bool no_writer_yet(int fd)
 {
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 	return poll(&pfd, 1, 0) == 0;
 }
@@ -454,8 +454,8 @@ static bool inline_read_file(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	int64_t res;
 	int fd;
 
-	fd = open_cached(loop, ep, req->path,
-			 O_RDONLY | O_CLOEXEC | O_NONBLOCK, true);
+	fd = open_cached(loop, ep, req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK,
+			 true);
 	if (fd == -EAGAIN)
 		return false;
 	if (fd < 0) {
@@ -576,7 +576,8 @@ bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		return inline_read(loop, ep, req);
 	case RL_OP_CLOSE:
 		loop->stats.syscalls++;
-		rl__ep_finish_inline(loop, ep, req, close(req->fd) < 0 ? -errno : 0);
+		rl__ep_finish_inline(loop, ep, req,
+				     close(req->fd) < 0 ? -errno : 0);
 		return true;
 	}
 	/* stat stays in the pool: statx() may block on a cold dentry or

@@ -70,7 +70,7 @@ int rl__fs_accept(rl_loop *loop, rl_req *req)
 }
 
 int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
-	    unsigned mode, rl_req_cb cb)
+	       unsigned mode, rl_req_cb cb)
 {
 	int ret = rl__fs_check_req(loop, req, cb);
 
@@ -84,7 +84,7 @@ int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
 }
 
 int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
-	    int64_t offset, rl_req_cb cb)
+	       int64_t offset, rl_req_cb cb)
 {
 	int ret = rl__fs_check_req(loop, req, cb);
 
@@ -118,7 +118,7 @@ int rl_fs_close(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb)
 }
 
 int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
-	    rl_req_cb cb)
+	       rl_req_cb cb)
 {
 	int ret = rl__fs_check_req(loop, req, cb);
 
@@ -133,7 +133,7 @@ int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
 }
 
 int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
-		 size_t len, unsigned flags, rl_req_cb cb)
+		    size_t len, unsigned flags, rl_req_cb cb)
 {
 	int ret = rl__fs_check_req(loop, req, cb);
 	bool grow = flags & RL_READ_FILE_GROW;
@@ -276,8 +276,8 @@ int64_t rl__read_file_fd(rl_req *req, int fd, const struct stat *st,
 		} while (r < 0 && errno == EINTR && !rwflags &&
 			 !(give_up && give_up()));
 		if (r < 0) {
-			if (rwflags && (errno == EAGAIN || errno == EOPNOTSUPP ||
-					errno == EINTR))
+			if (rwflags && (errno == EAGAIN ||
+					errno == EOPNOTSUPP || errno == EINTR))
 				return RL__WOULD_BLOCK;
 			return -errno;
 		}

@@ -36,7 +36,7 @@ enum {
 /* Timer states (timer->state). */
 enum {
 	RL__TIMER_IDLE = 0,
-	RL__TIMER_ACTIVE = 1, /* in the heap */
+	RL__TIMER_ACTIVE = 1,	 /* in the heap */
 	RL__TIMER_CANCELLED = 2, /* waiting to run its -ECANCELED callback */
 };
 
@@ -87,11 +87,11 @@ struct rl_loop {
 	const char *backend_reason;
 	char reason_buf[80];
 
-	struct rl__fifo ready; /* requests whose callback is due */
-	struct rl_link tasks; /* rl_task, FIFO */
+	struct rl__fifo ready;		 /* requests whose callback is due */
+	struct rl_link tasks;		 /* rl_task, FIFO */
 	_Atomic(struct rl_post *) posts; /* LIFO pushed by any thread */
-	_Atomic int posters;  /* rl_post() calls in progress */
-	_Atomic bool dead;    /* closing: rl_post() refuses */
+	_Atomic int posters;		 /* rl_post() calls in progress */
+	_Atomic bool dead;		 /* closing: rl_post() refuses */
 
 	/* timers: a binary min-heap on (due_ns, seq) */
 	rl_timer **heap;
@@ -105,7 +105,7 @@ struct rl_loop {
 	struct rl_link close_hooks;   /* rl_close_hook, newest first */
 	struct rl_link release_hooks; /* closed, waiting for their last call,
 				       * oldest closed first */
-	uint64_t active_reqs; /* submitted, callback not yet run */
+	uint64_t active_reqs;	      /* submitted, callback not yet run */
 	/* Work the backend still owes after the callbacks it concerns have
 	 * run (io_uring: the close of a read_file's direct descriptor):
 	 * rl_run() goes on until it is done, so an idle loop holds no file

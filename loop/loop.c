@@ -35,13 +35,13 @@ unsigned rl_version(void)
 	return RL_VERSION_HEX;
 }
 
-#define RL__STR(x) #x
+#define RL__STR(x)  #x
 #define RL__XSTR(x) RL__STR(x)
 
 const char *rl_version_string(void)
 {
-	return RL__XSTR(RL_VERSION_MAJOR) "." RL__XSTR(RL_VERSION_MINOR) "."
-		RL__XSTR(RL_VERSION_PATCH);
+	return RL__XSTR(RL_VERSION_MAJOR) "." RL__XSTR(
+		RL_VERSION_MINOR) "." RL__XSTR(RL_VERSION_PATCH);
 }
 
 void rl_req_init(rl_req *req)
@@ -333,7 +333,8 @@ static int run_tasks(rl_loop *loop)
 	return n;
 }
 
-int rl_post(rl_loop *loop, struct rl_post *post, void (*cb)(struct rl_post *post))
+int rl_post(rl_loop *loop, struct rl_post *post,
+	    void (*cb)(struct rl_post *post))
 {
 	struct rl_post *head;
 

@@ -21,12 +21,12 @@
 #define RL__REQ_BE_WORDS (RL_REQ_PRIVATE_WORDS - 5)
 
 struct rl__req_priv {
-	rl_req *next;		/* ready, pending and pool queues */
-	uint32_t state;		/* RL__REQ_* */
+	rl_req *next;	/* ready, pending and pool queues */
+	uint32_t state; /* RL__REQ_* */
 	uint32_t spare;
-	size_t cap;		/* read_file: the buffer's capacity */
-	void (*work)(rl_req *); /* a thread pool job */
-	rl_timer *deadline;	/* rl_req_deadline()'s timer, or NULL */
+	size_t cap;		       /* read_file: the buffer's capacity */
+	void (*work)(rl_req *);	       /* a thread pool job */
+	rl_timer *deadline;	       /* rl_req_deadline()'s timer, or NULL */
 	uint64_t be[RL__REQ_BE_WORDS]; /* the backend's */
 };
 
@@ -46,7 +46,7 @@ static inline const struct rl__req_priv *rl__req_c(const rl_req *req)
 /* The backend's struct T over req's backend words. */
 #define RL__REQ_BE(T, req) ((T *)(void *)rl__req(req)->be)
 #define RL__REQ_BE_FITS(T)                                                 \
-	static_assert(sizeof(T) <= sizeof(((struct rl__req_priv *)0)->be),  \
+	static_assert(sizeof(T) <= sizeof(((struct rl__req_priv *)0)->be), \
 		      #T " must fit in a request's backend words")
 
 #endif /* RINGLOOP_REQ_H */

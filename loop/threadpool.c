@@ -93,11 +93,12 @@ static void post_done(struct rl__pool *pool, rl_req *req)
 
 	do {
 		rl__req(req)->next = head;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&pool->done, &head, req, memory_order_seq_cst,
-		memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&pool->done, &head, req,
+							memory_order_seq_cst,
+							memory_order_relaxed));
 	pending = atomic_fetch_add_explicit(&pool->ndone, 1,
-					    memory_order_relaxed) + 1;
+					    memory_order_relaxed) +
+		  1;
 	if (!atomic_load_explicit(&pool->loop_asleep, memory_order_seq_cst))
 		return;
 	if (pool->hold_back && pending < RL__POOL_BATCH &&
@@ -181,8 +182,8 @@ int rl__pool_signal(int option)
 
 bool rl__pool_job_cancelled(void)
 {
-	return self && atomic_load_explicit(&self->give_up,
-					    memory_order_relaxed);
+	return self &&
+	       atomic_load_explicit(&self->give_up, memory_order_relaxed);
 }
 
 unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
@@ -317,8 +318,8 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 	pool->signo = cfg->signo;
 	pool->hold_back = cfg->hold_back;
 	pool->spin = cfg->spin;
-	pool->max_threads =
-	    cfg->max_threads > cfg->threads ? cfg->max_threads : cfg->threads;
+	pool->max_threads = cfg->max_threads > cfg->threads ? cfg->max_threads
+							    : cfg->threads;
 	if (!pool->max_threads)
 		pool->max_threads = 1;
 	pool->workers = calloc(pool->max_threads, sizeof(*pool->workers));

@@ -49,7 +49,7 @@
  * RL__POOL_HOLD_NS, so slow or stuck jobs behind cannot hold a completion
  * back for longer than that.
  */
-#define RL__POOL_BATCH 64
+#define RL__POOL_BATCH	 64
 #define RL__POOL_HOLD_NS 1000000
 
 /*
@@ -110,14 +110,14 @@ struct rl__pool {
 	/* Job queue and the worker bookkeeping, all under lock. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct rl__fifo queue;	/* jobs not started yet */
-	unsigned idle;		/* workers asleep on cond */
-	unsigned signalled;	/* wake-ups sent and not yet taken */
-	bool spinning;		/* a worker polls the queue before sleeping */
+	struct rl__fifo queue; /* jobs not started yet */
+	unsigned idle;	       /* workers asleep on cond */
+	unsigned signalled;    /* wake-ups sent and not yet taken */
+	bool spinning;	       /* a worker polls the queue before sleeping */
 	struct rl__spin spin_state; /* whether workers' spins paid lately */
 	bool stop;
-	atomic_uint queued;	/* the queue's length, for the spinner */
-	atomic_bool stopping;	/* stop, for the spinner */
+	atomic_uint queued;   /* the queue's length, for the spinner */
+	atomic_bool stopping; /* stop, for the spinner */
 
 	/* The loop is (about to be) asleep in epoll_wait: the next worker to
 	 * finish a job must wake it. Cleared by whoever wakes it. */

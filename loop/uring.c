@@ -50,7 +50,7 @@
 
 #include "uring.h"
 
-#define BATCH 256
+#define BATCH	 256
 #define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
 /* The largest request (a linked read_file) takes 3 SQEs at once, and the
  * wake-up's read must find room beside it: a smaller ring could never
@@ -124,10 +124,11 @@ static int init_ring(rl_loop *loop, struct rl__uring *u,
 		p->flags = setup_flags(opt->flags) | IORING_SETUP_CQSIZE |
 			   IORING_SETUP_CLAMP;
 		p->cq_entries =
-		    opt->cq_entries ? opt->cq_entries : 16 * entries;
+			opt->cq_entries ? opt->cq_entries : 16 * entries;
 		if (opt->flags & RL_SQPOLL)
-			p->sq_thread_idle =
-			    opt->sqpoll_idle_ms ? opt->sqpoll_idle_ms : 1000;
+			p->sq_thread_idle = opt->sqpoll_idle_ms
+						    ? opt->sqpoll_idle_ms
+						    : 1000;
 		ret = io_uring_queue_init_params(entries, &u->ring, p);
 		loop->stats.syscalls++;
 		if (ret != -ENOMEM || opt->entries || entries <= ENOMEM_FLOOR)

@@ -25,7 +25,7 @@ enum {
 	RL__TAG_CANCEL = 4, /* an async cancel; its CQE is ignored */
 	RL__TAG_PROBE = 5,  /* a read_file's end-of-file probe */
 	RL__TAG_LINK_TIMEOUT = 6, /* a connect's linked timeout */
-	RL__TAG_SLOT = 7,   /* the close of a slot: slot << 3 | tag */
+	RL__TAG_SLOT = 7,	  /* the close of a slot: slot << 3 | tag */
 	RL__TAG_MASK = 7,
 	/* A cross-loop wake-up (uring_msg.c) shares the cancels' tag, whose
 	 * CQEs are ignored: bare on the target's ring, with the target loop's
@@ -52,12 +52,12 @@ struct rl__uring_net {
 
 struct rl__uring {
 	struct io_uring ring;
-	bool direct;	/* direct descriptors registered */
-	bool link;	/* read_file as one linked chain */
+	bool direct; /* direct descriptors registered */
+	bool link;   /* read_file as one linked chain */
 	bool sqpoll;
-	bool iopoll;	/* RL_IOPOLL: wait by polling, never sleep */
+	bool iopoll;	       /* RL_IOPOLL: wait by polling, never sleep */
 	unsigned submit_batch; /* rl_options.submit_batch */
-	uint8_t sqe_flags; /* on every file request's SQEs (IOSQE_ASYNC) */
+	uint8_t sqe_flags;     /* on every file request's SQEs (IOSQE_ASYNC) */
 	bool closing;
 	int error; /* a submit failed for good: the next wait says so */
 	int32_t *free_slots;
@@ -73,7 +73,7 @@ struct rl__uring {
 	unsigned nlinger;      /* free slots that hold a file */
 	unsigned nslot_closes; /* their closes in flight */
 	uint64_t linger_since; /* loop time nlinger last left 0 */
-	unsigned cq_budget; /* CQEs we may be owed at once */
+	unsigned cq_budget;    /* CQEs we may be owed at once */
 	unsigned cq_owed;
 	/* Cancels that found no room in the SQ: their targets, sent before
 	 * anything else as soon as there is room. cancel_any: the loop's
@@ -98,10 +98,10 @@ struct rl__uring {
 
 /* What this backend keeps in a request (its private words, req.h). */
 struct rl__uring_req {
-	int32_t slot;	   /* direct descriptor slot, or -1 */
-	int32_t step;	   /* where a multi-step request is (uring_fs.c) */
-	char probe;	   /* the byte after a read, if any */
-	int64_t res[2];	   /* read_file: the read's result; bytes so far */
+	int32_t slot;	/* direct descriptor slot, or -1 */
+	int32_t step;	/* where a multi-step request is (uring_fs.c) */
+	char probe;	/* the byte after a read, if any */
+	int64_t res[2]; /* read_file: the read's result; bytes so far */
 };
 RL__REQ_BE_FITS(struct rl__uring_req);
 
@@ -128,8 +128,7 @@ void rl__uring_push_or_queue(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			     struct rl__fifo *q);
 
 /* Asks the kernel to cancel the SQE whose user_data is target. */
-void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u,
-			  uint64_t target);
+void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u, uint64_t target);
 
 /* Gives req's direct descriptor slot back, if it holds one, as it is: a
  * failed open leaves in it whatever it held before. */
@@ -137,7 +136,7 @@ void rl__uring_release_slot(rl_loop *loop, struct rl__uring *u, rl_req *req);
 
 /* Gives req's slot back after req closed its file: the slot is empty. */
 void rl__uring_release_closed_slot(rl_loop *loop, struct rl__uring *u,
-				rl_req *req);
+				   rl_req *req);
 
 /* Gives req's slot back with req's file still open in it: req may call
  * back at once. The file is closed when another open takes the slot, or
@@ -165,8 +164,7 @@ struct rl__uring_need {
 
 /* Sets up a new request's private words (slot and step). */
 void rl__uring_fs_start(struct rl__uring *u, rl_req *req);
-struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u,
-					rl_req *req);
+struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u, rl_req *req);
 /* Puts req's SQEs on the ring; the core checked there is room. */
 void rl__uring_fs_prep(struct rl__uring *u, rl_req *req);
 /* A CQE of req (tag: which of its SQEs). */

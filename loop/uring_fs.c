@@ -85,8 +85,7 @@ void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 		ur->step = u->link ? STEP_CHAIN : STEP_OPEN;
 }
 
-struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u,
-					rl_req *req)
+struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u, rl_req *req)
 {
 	struct rl__uring_need need = { .sqes = 1, .slot = false };
 	int32_t step = rl__ur(req)->step;
@@ -198,9 +197,9 @@ static void prep_single(struct rl__uring *u, rl_req *req)
 				    (uint64_t)req->offset);
 		break;
 	case RL_OP_READ_FIXED:
-		io_uring_prep_read_fixed(sqe, req->fd, req->buf,
-					 (unsigned)req->len,
-					 (uint64_t)req->offset, (int)req->count);
+		io_uring_prep_read_fixed(
+			sqe, req->fd, req->buf, (unsigned)req->len,
+			(uint64_t)req->offset, (int)req->count);
 		break;
 	case RL_OP_FSYNC:
 		io_uring_prep_fsync(sqe, req->fd,

@@ -170,7 +170,8 @@ static void write_end(rl_loop *loop, rl_req *req, int ret)
 		loop->stats.syscalls++;
 		lseek(req->fd, (off_t)(ur->res[0] + ur->res[1]), SEEK_SET);
 	}
-	rl__uring_complete(loop, rl__u(loop), req, ret < 0 ? ret : (int64_t)req->len);
+	rl__uring_complete(loop, rl__u(loop), req,
+			   ret < 0 ? ret : (int64_t)req->len);
 }
 
 void rl__uring_write_stop(rl_loop *loop, rl_req *req)
@@ -340,7 +341,8 @@ static void finish(rl_loop *loop, struct rl__uring *u, rl_req *req, int32_t res)
 	if (ur->res[0] < 0)
 		rl__uring_complete(loop, rl__u(loop), req, ur->res[0]);
 	else
-		rl__uring_complete(loop, rl__u(loop), req, res < 0 ? res : (int64_t)req->len);
+		rl__uring_complete(loop, rl__u(loop), req,
+				   res < 0 ? res : (int64_t)req->len);
 }
 
 /* The chain posts one CQE: the first step that failed, or the close. */

@@ -447,7 +447,8 @@ static void connect_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 	if (ur->res == -ECANCELED && ur->tres == -ETIME)
 		rl__uring_complete(loop, rl__u(loop), req, -ETIMEDOUT);
 	else
-		rl__uring_complete(loop, rl__u(loop), req, ur->res < 0 ? ur->res : req->fd);
+		rl__uring_complete(loop, rl__u(loop), req,
+				   ur->res < 0 ? ur->res : req->fd);
 }
 
 void rl__uring_net_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,

@@ -69,7 +69,8 @@ static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
 		return 0;
 	}
 	cbs->closed = true;
-	rl__list_for_each(link, &cbs->chunks) {
+	rl__list_for_each(link, &cbs->chunks)
+	{
 		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
 		for (int i = 0; i < CHUNK; i++)
 			if (c->e[i].in_use)
@@ -173,7 +174,8 @@ size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep)
 		freed += CHUNK;
 	}
 	cbs->free = NULL;
-	rl__list_for_each(link, &cbs->chunks) {
+	rl__list_for_each(link, &cbs->chunks)
+	{
 		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
 		for (int i = CHUNK - 1; i >= 0; i--)
 			if (!c->e[i].in_use) {
@@ -199,7 +201,8 @@ size_t rl_cb_ctx_buffered(const rl_cb_ctx *cbs)
 	const struct rl_link *link;
 	size_t bytes = 0;
 
-	rl__list_for_each(link, &cbs->chunks) {
+	rl__list_for_each(link, &cbs->chunks)
+	{
 		const struct rl__cb_chunk *c =
 			RL__CONTAINER(link, struct rl__cb_chunk, link);
 

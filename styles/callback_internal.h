@@ -43,10 +43,10 @@ struct rl_cb_ctx {
 	struct rl_link chunks; /* struct rl__cb_chunk */
 	size_t in_flight;
 	size_t pooled;
-	size_t guess; /* the first buffer of a new entry's read_file */
+	size_t guess;	      /* the first buffer of a new entry's read_file */
 	unsigned dispatching; /* our callbacks running now */
 	bool closed;	      /* closed by the loop, freed at its end */
-	struct rl_link conns;	/* rl_cb_conn: alive (callback_net.c) */
+	struct rl_link conns; /* rl_cb_conn: alive (callback_net.c) */
 	struct rl_link servers; /* rl_cb_server: alive */
 };
 

@@ -104,7 +104,7 @@ static void alive_del(rl_coro_ctx *s, rl_coro *co)
 #define ASAN_FINISH(fake, bottom, size) \
 	__sanitizer_finish_switch_fiber(fake, bottom, size)
 #else
-#define ASAN_START(fake, bottom, size) ((void)0)
+#define ASAN_START(fake, bottom, size)	((void)0)
 #define ASAN_FINISH(fake, bottom, size) ((void)0)
 #endif
 
@@ -130,7 +130,8 @@ void rl__coro_resume(rl_coro *co, int64_t val)
 	co->wait = RL__WAIT_NONE;
 	co->wait_obj = NULL;
 	rl__coro_current = co;
-	ASAN_START(&fake, co->stack->lo, (size_t)(co->stack->hi - co->stack->lo));
+	ASAN_START(&fake, co->stack->lo,
+		   (size_t)(co->stack->hi - co->stack->lo));
 	rl__coro_switch(&co->caller_sp, co->sp, (void *)(intptr_t)val);
 	ASAN_FINISH(fake, NULL, NULL);
 	rl__coro_current = prev;
@@ -308,7 +309,7 @@ static int close_with_loop(rl_close_hook *hook, rl_loop *loop)
 }
 
 int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
-		       const struct rl_coro_ctx_options *opt)
+		     const struct rl_coro_ctx_options *opt)
 {
 	rl_coro_ctx *s;
 	int ret;
@@ -358,8 +359,7 @@ rl_loop *rl_coro_ctx_loop(const rl_coro_ctx *sched)
 	return sched->loop;
 }
 
-void rl_coro_ctx_stats(const rl_coro_ctx *sched,
-			 struct rl_coro_ctx_stats *out)
+void rl_coro_ctx_stats(const rl_coro_ctx *sched, struct rl_coro_ctx_stats *out)
 {
 	*out = sched->stats;
 }
@@ -419,8 +419,8 @@ static int unwind_all(rl_coro_ctx *s)
 		return -EBUSY;
 	if (!s->closing) {
 		s->closing = true;
-		rl__list_for_each(link, &s->alive)
-			cancel_wait(s, RL__CONTAINER(link, rl_coro, alive_link));
+		rl__list_for_each(link, &s->alive) cancel_wait(
+			s, RL__CONTAINER(link, rl_coro, alive_link));
 		/* Put-off starts run now; every call they make fails with
 		 * -ECANCELED. */
 		start_more(s);
@@ -449,7 +449,9 @@ int rl_coro_ctx_close(rl_coro_ctx *s)
 int rl_coro_spawn(rl_coro_ctx *s, rl_coro **out, rl_coro_fn fn, void *arg,
 		  const struct rl_coro_options *opt)
 {
-	size_t size = opt && opt->stack_size ? opt->stack_size : s ? s->stack_size : 0;
+	size_t size = opt && opt->stack_size ? opt->stack_size
+		      : s		     ? s->stack_size
+					     : 0;
 	static size_t ps;
 	rl_coro *co;
 
@@ -469,8 +471,8 @@ int rl_coro_spawn(rl_coro_ctx *s, rl_coro **out, rl_coro_fn fn, void *arg,
 	co->sched = s;
 	co->fn = fn;
 	co->arg = arg;
-	co->id =
-	    atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed) + 1;
+	co->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed) +
+		 1;
 	co->name = opt ? opt->name : NULL;
 	co->detached = !out;
 	co->state = RL__CORO_NEW;

@@ -23,7 +23,8 @@ void *rl__coro_ctx_init(void *stack_top, void (*entry)(void *), void *arg)
 	/* After the switch pops its 64-byte frame, rsp must be 16-byte
 	 * aligned so the trampoline's call enters entry() as the ABI wants
 	 * (rsp + 8 aligned); 16 bytes above the frame stay zero. */
-	uint64_t *sp = (uint64_t *)((uintptr_t)stack_top & ~(uintptr_t)15) - 2 - 8;
+	uint64_t *sp =
+		(uint64_t *)((uintptr_t)stack_top & ~(uintptr_t)15) - 2 - 8;
 
 	memset(sp, 0, 10 * sizeof(*sp));
 	/* The new context starts with the creator's rounding modes and
@@ -31,7 +32,7 @@ void *rl__coro_ctx_init(void *stack_top, void (*entry)(void *), void *arg)
 	sp[0] = rl__coro_fpctl();
 	sp[3] = (uint64_t)(uintptr_t)arg;   /* r13 */
 	sp[4] = (uint64_t)(uintptr_t)entry; /* r12 */
-	sp[6] = 0;			    /* rbp: the end of the frame chain */
+	sp[6] = 0; /* rbp: the end of the frame chain */
 	sp[7] = (uint64_t)(uintptr_t)rl__coro_trampoline;
 	return sp;
 }
@@ -45,9 +46,9 @@ void *rl__coro_ctx_init(void *stack_top, void (*entry)(void *), void *arg)
 	uint64_t *sp = (uint64_t *)((uintptr_t)stack_top & ~(uintptr_t)15) - 20;
 
 	memset(sp, 0, 20 * sizeof(*sp));
-	sp[0] = (uint64_t)(uintptr_t)entry;  /* x19 */
-	sp[1] = (uint64_t)(uintptr_t)arg;    /* x20 */
-	sp[10] = 0;			     /* x29: the end of the frame chain */
+	sp[0] = (uint64_t)(uintptr_t)entry; /* x19 */
+	sp[1] = (uint64_t)(uintptr_t)arg;   /* x20 */
+	sp[10] = 0; /* x29: the end of the frame chain */
 	sp[11] = (uint64_t)(uintptr_t)rl__coro_trampoline; /* x30 */
 	return sp;
 }

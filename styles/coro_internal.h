@@ -85,14 +85,14 @@ void *rl__coro_ctx_init(void *stack_top, void (*entry)(void *), void *arg);
  * other fault.
  */
 struct rl__coro_stack {
-	struct rl__coro_stack *gnext;	/* the global list */
+	struct rl__coro_stack *gnext; /* the global list */
 	struct rl__coro_stack *gprev;
-	char *map;			/* mmap base: the guard starts here */
+	char *map; /* mmap base: the guard starts here */
 	size_t map_len;
-	size_t guard;			/* guard bytes at map */
-	char *lo, *hi;			/* usable stack [lo, hi) */
-	size_t size;			/* the size class: hi - lo as asked */
-	unsigned vg_id;			/* Valgrind's stack id */
+	size_t guard;	/* guard bytes at map */
+	char *lo, *hi;	/* usable stack [lo, hi) */
+	size_t size;	/* the size class: hi - lo as asked */
+	unsigned vg_id; /* Valgrind's stack id */
 	/* Who runs on it, for the overflow message; written by the loop
 	 * thread, read by the signal handler. */
 	volatile uint64_t owner_id;
@@ -114,7 +114,7 @@ void rl__coro_altstack_put(void);
 /* ------------------------------------------------------------ coroutines */
 
 enum {
-	RL__CORO_NEW = 0,	/* spawned, start microtask queued */
+	RL__CORO_NEW = 0, /* spawned, start microtask queued */
 	RL__CORO_RUNNING,
 	RL__CORO_SUSPENDED,
 	RL__CORO_DONE,
@@ -132,18 +132,18 @@ enum {
 };
 
 struct rl_coro {
-	void *sp;		/* its stack pointer while suspended */
-	void *caller_sp;	/* the resumer's, while it runs */
+	void *sp;	 /* its stack pointer while suspended */
+	void *caller_sp; /* the resumer's, while it runs */
 	rl_coro_ctx *sched;
 	struct rl__coro_stack *stack;
 	rl_coro_fn fn;
 	void *arg;
-	int64_t value;		/* fn's result once done */
-	int64_t wake_val;	/* what a microtask wake-up resumes with */
-	uint8_t state;		/* RL__CORO_* */
-	uint8_t wait;		/* RL__WAIT_* */
+	int64_t value;	  /* fn's result once done */
+	int64_t wake_val; /* what a microtask wake-up resumes with */
+	uint8_t state;	  /* RL__CORO_* */
+	uint8_t wait;	  /* RL__WAIT_* */
 	bool detached;
-	bool joined;		/* someone waits in join */
+	bool joined; /* someone waits in join */
 	void *wait_obj;
 	/* How to withdraw a wait the scheduler does not know (an await):
 	 * called on closing with the coroutine suspended. */
@@ -151,13 +151,13 @@ struct rl_coro {
 	rl_coro *joiner;
 	struct rl_link alive_link; /* the scheduler's alive list */
 	struct rl_link start_link; /* the scheduler's list of starts due */
-	rl_coro *next_free;	/* the scheduler's recycled handles */
-	size_t stack_size;	/* asked at spawn, taken at start */
-	rl_task task;		/* start, yield and wake-ups */
+	rl_coro *next_free;	   /* the scheduler's recycled handles */
+	size_t stack_size;	   /* asked at spawn, taken at start */
+	rl_task task;		   /* start, yield and wake-ups */
 	uint64_t id;
 	const char *name;
 #if defined(RL__ASAN)
-	void *asan_fake;	/* ASan's fake stack while switched out */
+	void *asan_fake;	   /* ASan's fake stack while switched out */
 	const void *caller_bottom; /* the resumer's stack, for ASan */
 	size_t caller_size;
 #endif
@@ -180,14 +180,14 @@ struct rl_coro_ctx {
 	rl_close_hook close_hook; /* rl_loop_close() closes us first */
 	bool own_pool;
 	bool closing;
-	bool closed; /* unwound by the loop's close, freed at its end */
-	int altstack;		/* 1: we installed this thread's sigaltstack */
+	bool closed;  /* unwound by the loop's close, freed at its end */
+	int altstack; /* 1: we installed this thread's sigaltstack */
 	size_t stack_size;
-	struct rl_link alive;	/* rl_coro: spawned, not finished */
-	struct rl_link starts;	/* rl_coro: to start, in spawn order */
-	size_t io_waiting;	/* coroutines suspended on a request */
-	size_t start_window;	/* see rl_coro_ctx_options */
-	rl_coro *free;		/* recycled handles */
+	struct rl_link alive;  /* rl_coro: spawned, not finished */
+	struct rl_link starts; /* rl_coro: to start, in spawn order */
+	size_t io_waiting;     /* coroutines suspended on a request */
+	size_t start_window;   /* see rl_coro_ctx_options */
+	rl_coro *free;	       /* recycled handles */
 	struct rl__coro_slab *slabs;
 	struct rl_coro_ctx_stats stats;
 };

@@ -59,8 +59,9 @@ int64_t rl_coro_fs_read_file(const char *path, void *buf, size_t len)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return wait_req(co, req, rl_fs_read_file(co->sched->loop, req, path, buf,
-					      len, 0, req_done));
+	return wait_req(co, req,
+			rl_fs_read_file(co->sched->loop, req, path, buf, len, 0,
+					req_done));
 }
 
 int64_t rl_coro_fs_read_file_grow(const char *path, void **buf, size_t *cap)
@@ -76,8 +77,9 @@ int64_t rl_coro_fs_read_file_grow(const char *path, void **buf, size_t *cap)
 		return -EINVAL;
 	req = coro_req(co);
 	req->buf = NULL; /* stays NULL if the submit fails early */
-	ret = wait_req(co, req, rl_fs_read_file(co->sched->loop, req, path, *buf,
-					      *cap, RL_READ_FILE_GROW, req_done));
+	ret = wait_req(co, req,
+		       rl_fs_read_file(co->sched->loop, req, path, *buf, *cap,
+				       RL_READ_FILE_GROW, req_done));
 	/* The loop may have grown the buffer, also on a failed read. */
 	if (req->buf) {
 		*buf = req->buf;
@@ -95,8 +97,9 @@ int rl_coro_fs_open(const char *path, int flags, unsigned mode)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return (int)wait_req(co, req, rl_fs_open(co->sched->loop, req, path,
-					      flags, mode, req_done));
+	return (int)wait_req(
+		co, req,
+		rl_fs_open(co->sched->loop, req, path, flags, mode, req_done));
 }
 
 int64_t rl_coro_fs_read(int fd, void *buf, size_t len, int64_t offset)
@@ -108,8 +111,9 @@ int64_t rl_coro_fs_read(int fd, void *buf, size_t len, int64_t offset)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return wait_req(co, req, rl_fs_read(co->sched->loop, req, fd, buf, len,
-					 offset, req_done));
+	return wait_req(co, req,
+			rl_fs_read(co->sched->loop, req, fd, buf, len, offset,
+				   req_done));
 }
 
 int rl_coro_fs_close(int fd)
@@ -121,8 +125,8 @@ int rl_coro_fs_close(int fd)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return (int)wait_req(co, req, rl_fs_close(co->sched->loop, req, fd,
-					       req_done));
+	return (int)wait_req(co, req,
+			     rl_fs_close(co->sched->loop, req, fd, req_done));
 }
 
 int rl_coro_fs_stat(const char *path, struct statx *stx)
@@ -134,22 +138,22 @@ int rl_coro_fs_stat(const char *path, struct statx *stx)
 	if (!co)
 		return err;
 	req = coro_req(co);
-	return (int)wait_req(co, req, rl_fs_stat(co->sched->loop, req, path, stx,
-					      req_done));
+	return (int)wait_req(
+		co, req, rl_fs_stat(co->sched->loop, req, path, stx, req_done));
 }
 
 /* The shape of every call below: enter, submit the coroutine's request,
  * wait for it. */
-#define CORO_SUBMIT(T, call)                                               \
-	do {                                                               \
-		int err_;                                                  \
-		rl_coro *co = rl__coro_enter(&err_);                       \
-		rl_req *req;                                               \
-                                                                           \
-		if (!co)                                                   \
-			return err_;                                       \
-		req = coro_req(co);                                        \
-		return (T)wait_req(co, req, (call));                       \
+#define CORO_SUBMIT(T, call)                         \
+	do {                                         \
+		int err_;                            \
+		rl_coro *co = rl__coro_enter(&err_); \
+		rl_req *req;                         \
+                                                     \
+		if (!co)                             \
+			return err_;                 \
+		req = coro_req(co);                  \
+		return (T)wait_req(co, req, (call)); \
 	} while (0)
 
 int64_t rl_coro_fs_readv(int fd, const struct iovec *iov, unsigned iovcnt,
@@ -175,8 +179,8 @@ int64_t rl_coro_fs_write(int fd, const void *buf, size_t len, int64_t offset)
 int64_t rl_coro_fs_writev(int fd, const struct iovec *iov, unsigned iovcnt,
 			  int64_t offset)
 {
-	CORO_SUBMIT(int64_t, rl_fs_writev(co->sched->loop, req, fd, iov,
-					  iovcnt, offset, req_done));
+	CORO_SUBMIT(int64_t, rl_fs_writev(co->sched->loop, req, fd, iov, iovcnt,
+					  offset, req_done));
 }
 
 int64_t rl_coro_fs_write_fixed(int fd, const void *buf, size_t len,
@@ -200,8 +204,8 @@ int rl_coro_fs_fstat(int fd, struct statx *stx)
 
 int rl_coro_fs_fsync(int fd, unsigned flags)
 {
-	CORO_SUBMIT(int, rl_fs_fsync(co->sched->loop, req, fd, flags,
-				     req_done));
+	CORO_SUBMIT(int,
+		    rl_fs_fsync(co->sched->loop, req, fd, flags, req_done));
 }
 
 int rl_coro_fs_ftruncate(int fd, int64_t length)
@@ -212,8 +216,8 @@ int rl_coro_fs_ftruncate(int fd, int64_t length)
 
 int rl_coro_fs_fallocate(int fd, int mode, int64_t offset, int64_t len)
 {
-	CORO_SUBMIT(int, rl_fs_fallocate(co->sched->loop, req, fd, mode,
-					 offset, len, req_done));
+	CORO_SUBMIT(int, rl_fs_fallocate(co->sched->loop, req, fd, mode, offset,
+					 len, req_done));
 }
 
 int rl_coro_fs_unlink(const char *path)
@@ -228,8 +232,8 @@ int rl_coro_fs_rmdir(const char *path)
 
 int rl_coro_fs_mkdir(const char *path, unsigned mode)
 {
-	CORO_SUBMIT(int, rl_fs_mkdir(co->sched->loop, req, path, mode,
-				     req_done));
+	CORO_SUBMIT(int,
+		    rl_fs_mkdir(co->sched->loop, req, path, mode, req_done));
 }
 
 int rl_coro_fs_rename(const char *from, const char *to, unsigned flags)

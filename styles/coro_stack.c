@@ -62,7 +62,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rl__coro_stack *volatile registry;
 
 /* Stack colours: COLOURS offsets, COLOUR_STRIDE cache lines apart. */
-#define COLOURS 16
+#define COLOURS	      16
 #define COLOUR_STRIDE 3
 
 static size_t page_size(void)
@@ -142,7 +142,8 @@ static struct rl__coro_stack *stack_map(rl_coro_pool *pool, size_t size)
 	if (!st)
 		return NULL;
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1,
+		   0);
 	if (map == MAP_FAILED) {
 		free(st);
 		return NULL;
@@ -197,7 +198,8 @@ static struct rl__coro_class *class_of(rl_coro_pool *pool, size_t size)
 	struct rl_link *link;
 	struct rl__coro_class *c;
 
-	rl__list_for_each(link, &pool->classes) {
+	rl__list_for_each(link, &pool->classes)
+	{
 		c = RL__CONTAINER(link, struct rl__coro_class, link);
 		if (c->size == size)
 			return c;

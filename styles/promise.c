@@ -237,8 +237,7 @@ rl_loop *rl_promise_ctx_loop(const rl_promise_ctx *ctx)
 
 /* ------------------------------------------------------------- references */
 
-rl_promise *rl__promise_alloc(rl_promise_ctx *ctx, uint8_t pkind,
-			      uint32_t refs)
+rl_promise *rl__promise_alloc(rl_promise_ctx *ctx, uint8_t pkind, uint32_t refs)
 {
 	rl_promise *p = rl__record_get(&ctx->promises);
 
@@ -343,8 +342,7 @@ rl_promise *rl__value_owner(rl_promise *p)
 	return p->hold;
 }
 
-int rl__settle(rl_promise *p, int err, struct rl_value value,
-	       rl_promise *owner)
+int rl__settle(rl_promise *p, int err, struct rl_value value, rl_promise *owner)
 {
 	struct rl__waiter *w, *rev = NULL;
 
@@ -641,8 +639,8 @@ static rl_promise *derive(rl_promise *src, uint8_t kind, rl_reaction_fn ok,
 	return p;
 }
 
-rl_promise *rl_then(rl_promise *p, rl_reaction_fn on_ok,
-		    rl_reaction_fn on_err, void *arg)
+rl_promise *rl_then(rl_promise *p, rl_reaction_fn on_ok, rl_reaction_fn on_err,
+		    void *arg)
 {
 	return derive(p, RL__W_THEN, on_ok, on_err, arg);
 }

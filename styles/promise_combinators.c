@@ -118,8 +118,8 @@ static void unref_from(rl_promise *const *ps, size_t from, size_t n)
 		rl_promise_unref(ps[i]);
 }
 
-static rl_promise *combine(rl_promise_ctx *ctx, rl_promise *const *ps,
-			   size_t n, uint8_t kind)
+static rl_promise *combine(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n,
+			   uint8_t kind)
 {
 	size_t esize = entry_size(kind), i;
 	rl_promise *c;
@@ -160,7 +160,8 @@ static rl_promise *combine(rl_promise_ctx *ctx, rl_promise *const *ps,
 	/* The empty cases, settled at once as in JavaScript. race of none
 	 * stays pending for ever. */
 	if (n == 0 && kind == RL__W_ANY)
-		rl__settle(c, RL_EAGGREGATE, (struct rl_value){ 0, NULL }, NULL);
+		rl__settle(c, RL_EAGGREGATE, (struct rl_value){ 0, NULL },
+			   NULL);
 	else if (n == 0 && kind != RL__W_RACE)
 		rl__settle(c, 0, (struct rl_value){ 0, NULL }, NULL);
 	return c;
@@ -175,8 +176,7 @@ rl_promise *rl_all(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n)
 	return combine(ctx, ps, n, RL__W_ALL);
 }
 
-rl_promise *rl_all_settled(rl_promise_ctx *ctx, rl_promise *const *ps,
-			   size_t n)
+rl_promise *rl_all_settled(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n)
 {
 	return combine(ctx, ps, n, RL__W_ALL_SETTLED);
 }

@@ -174,32 +174,31 @@ static void grow_cb(rl_req *req)
 }
 
 rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
-				 void *buf, size_t len)
+				    void *buf, size_t len)
 {
 	rl_promise *refused;
 	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
 		return refused;
-	return op_submitted(op, rl_fs_read_file(ctx->loop, &op->u.req, path, buf,
-					     len, 0, req_cb));
+	return op_submitted(op, rl_fs_read_file(ctx->loop, &op->u.req, path,
+						buf, len, 0, req_cb));
 }
 
-rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx,
-					 const char *path, void *buf,
-					 size_t cap)
+rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx, const char *path,
+					 void *buf, size_t cap)
 {
 	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
 
 	if (!op)
 		return NULL;
-	return op_submitted(op, rl_fs_read_file(ctx->loop, &op->u.req, path,
-						buf, cap, RL_READ_FILE_GROW,
-						grow_cb));
+	return op_submitted(op,
+			    rl_fs_read_file(ctx->loop, &op->u.req, path, buf,
+					    cap, RL_READ_FILE_GROW, grow_cb));
 }
 
 rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
-			    unsigned mode)
+			       unsigned mode)
 {
 	rl_promise *refused;
 	struct rl__op *op = op_start(ctx, false, &refused);
@@ -207,11 +206,11 @@ rl_promise *rl_promise_fs_open(rl_promise_ctx *ctx, const char *path, int flags,
 	if (!op)
 		return refused;
 	return op_submitted(op, rl_fs_open(ctx->loop, &op->u.req, path, flags,
-					mode, req_cb));
+					   mode, req_cb));
 }
 
 rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
-			    size_t len, int64_t offset)
+			       size_t len, int64_t offset)
 {
 	rl_promise *refused;
 	struct rl__op *op = op_start(ctx, false, &refused);
@@ -219,7 +218,7 @@ rl_promise *rl_promise_fs_read(rl_promise_ctx *ctx, int fd, void *buf,
 	if (!op)
 		return refused;
 	return op_submitted(op, rl_fs_read(ctx->loop, &op->u.req, fd, buf, len,
-					offset, req_cb));
+					   offset, req_cb));
 }
 
 rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd)
@@ -233,25 +232,25 @@ rl_promise *rl_promise_fs_close(rl_promise_ctx *ctx, int fd)
 }
 
 rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
-			    struct statx *stx)
+			       struct statx *stx)
 {
 	rl_promise *refused;
 	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
 		return refused;
-	return op_submitted(op, rl_fs_stat(ctx->loop, &op->u.req, path, stx,
-					req_cb));
+	return op_submitted(
+		op, rl_fs_stat(ctx->loop, &op->u.req, path, stx, req_cb));
 }
 
 /* The shape of every request below. */
-#define PROMISE_SUBMIT(call)                                               \
-	do {                                                               \
-		struct rl__op *op = ctx ? op_new(ctx, false) : NULL;       \
-                                                                           \
-		if (!op)                                                   \
-			return NULL;                                       \
-		return op_submitted(op, (call));                           \
+#define PROMISE_SUBMIT(call)                                         \
+	do {                                                         \
+		struct rl__op *op = ctx ? op_new(ctx, false) : NULL; \
+                                                                     \
+		if (!op)                                             \
+			return NULL;                                 \
+		return op_submitted(op, (call));                     \
 	} while (0)
 
 rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,
@@ -263,8 +262,7 @@ rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,
 }
 
 rl_promise *rl_promise_fs_read_fixed(rl_promise_ctx *ctx, int fd, void *buf,
-				     size_t len, int64_t offset,
-				     unsigned index)
+				     size_t len, int64_t offset, unsigned index)
 {
 	PROMISE_SUBMIT(rl_fs_read_fixed(ctx->loop, &op->u.req, fd, buf, len,
 					offset, index, req_cb));
@@ -301,8 +299,7 @@ rl_promise *rl_promise_fs_write_file(rl_promise_ctx *ctx, const char *path,
 					flags, mode, req_cb));
 }
 
-rl_promise *rl_promise_fs_fstat(rl_promise_ctx *ctx, int fd,
-				struct statx *stx)
+rl_promise *rl_promise_fs_fstat(rl_promise_ctx *ctx, int fd, struct statx *stx)
 {
 	PROMISE_SUBMIT(rl_fs_fstat(ctx->loop, &op->u.req, fd, stx, req_cb));
 }
@@ -312,11 +309,10 @@ rl_promise *rl_promise_fs_fsync(rl_promise_ctx *ctx, int fd, unsigned flags)
 	PROMISE_SUBMIT(rl_fs_fsync(ctx->loop, &op->u.req, fd, flags, req_cb));
 }
 
-rl_promise *rl_promise_fs_ftruncate(rl_promise_ctx *ctx, int fd,
-				    int64_t length)
+rl_promise *rl_promise_fs_ftruncate(rl_promise_ctx *ctx, int fd, int64_t length)
 {
-	PROMISE_SUBMIT(rl_fs_ftruncate(ctx->loop, &op->u.req, fd, length,
-				       req_cb));
+	PROMISE_SUBMIT(
+		rl_fs_ftruncate(ctx->loop, &op->u.req, fd, length, req_cb));
 }
 
 rl_promise *rl_promise_fs_fallocate(rl_promise_ctx *ctx, int fd, int mode,
@@ -345,8 +341,8 @@ rl_promise *rl_promise_fs_mkdir(rl_promise_ctx *ctx, const char *path,
 rl_promise *rl_promise_fs_rename(rl_promise_ctx *ctx, const char *from,
 				 const char *to, unsigned flags)
 {
-	PROMISE_SUBMIT(rl_fs_rename(ctx->loop, &op->u.req, from, to, flags,
-				    req_cb));
+	PROMISE_SUBMIT(
+		rl_fs_rename(ctx->loop, &op->u.req, from, to, flags, req_cb));
 }
 
 static void timer_cb(rl_timer *timer, int status)
@@ -364,8 +360,8 @@ rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms)
 
 	if (!op)
 		return refused;
-	return op_submitted(op, rl_timer_start(ctx->loop, &op->u.timer, ms, 0,
-					       timer_cb));
+	return op_submitted(
+		op, rl_timer_start(ctx->loop, &op->u.timer, ms, 0, timer_cb));
 }
 
 /* ------------------------------------------------------------ cancel */

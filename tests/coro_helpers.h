@@ -8,7 +8,7 @@
 
 /* A scheduler with opt (may be NULL). */
 static inline rl_coro_ctx *tsched_opts(rl_loop *loop,
-					 const struct rl_coro_ctx_options *opt)
+				       const struct rl_coro_ctx_options *opt)
 {
 	rl_coro_ctx *s = NULL;
 

@@ -170,7 +170,8 @@ const char *tfile(const char *name, size_t len)
 
 	cr_assert_geq(fd, 0, "create %s: %s", path, strerror(errno));
 	while (off < len) {
-		size_t n = len - off < sizeof(chunk) ? len - off : sizeof(chunk);
+		size_t n =
+			len - off < sizeof(chunk) ? len - off : sizeof(chunk);
 
 		for (size_t i = 0; i < n; i++)
 			chunk[i] = tbyte(name, off + i);
@@ -260,7 +261,7 @@ void tmount_readonly(const char *path)
 
 bool tstall_open(struct tstall *st, size_t len)
 {
-	struct uffdio_api api = {.api = UFFD_API};
+	struct uffdio_api api = { .api = UFFD_API };
 	struct uffdio_register reg;
 	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
 

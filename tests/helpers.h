@@ -25,11 +25,11 @@ struct tp {
 /* The backend configurations every behaviour test runs on. */
 struct criterion_test_params tp_backends(void);
 
-#define BACKEND_TEST(suite, name, ...)                                     \
-	ParameterizedTestParameters(suite, name)                           \
-	{                                                                  \
-		return tp_backends();                                      \
-	}                                                                  \
+#define BACKEND_TEST(suite, name, ...)           \
+	ParameterizedTestParameters(suite, name) \
+	{                                        \
+		return tp_backends();            \
+	}                                        \
 	ParameterizedTest(const struct tp *tp, suite, name, ##__VA_ARGS__)
 
 /*
@@ -39,11 +39,11 @@ struct criterion_test_params tp_backends(void);
  */
 struct criterion_test_params tp_core(void);
 
-#define CORE_TEST(suite, name)                                             \
-	ParameterizedTestParameters(suite, name)                           \
-	{                                                                  \
-		return tp_core();                                          \
-	}                                                                  \
+#define CORE_TEST(suite, name)                   \
+	ParameterizedTestParameters(suite, name) \
+	{                                        \
+		return tp_core();                \
+	}                                        \
 	ParameterizedTest(const struct tp *tp, suite, name)
 
 /* Opens a loop on tp's backend; fails the test if it cannot. */

@@ -23,8 +23,7 @@ static inline void tend(rl_loop *loop, rl_promise_ctx *ctx)
 	tclose(loop);
 }
 
-static inline struct rl_value V(int64_t i)
-{
+static inline struct rl_value V(int64_t i) {
 	return (struct rl_value){ i, NULL };
 }
 

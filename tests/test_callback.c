@@ -79,8 +79,9 @@ static void chain_done(int err, const void *data, size_t len, void *arg)
 	cr_assert_eq(err, 0);
 	cr_assert_eq(len, 3000);
 	if (--chain_left > 0)
-		cr_assert_eq(rl_cb_fs_read_file(chain_cbs, chain_path, chain_done,
-					     arg), 0);
+		cr_assert_eq(rl_cb_fs_read_file(chain_cbs, chain_path,
+						chain_done, arg),
+			     0);
 }
 
 BACKEND_TEST(callback, pool_reuses_requests)
@@ -182,7 +183,7 @@ static void close_inside(int err, const void *data, size_t len, void *arg)
 BACKEND_TEST(callback, close_from_own_callback_is_ebusy)
 {
 	const char *path = tfile("selfclose", 12);
-	struct self_close sc = {0};
+	struct self_close sc = { 0 };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_cb_ctx_open(loop, &sc.cbs), 0);
@@ -198,7 +199,7 @@ BACKEND_TEST(callback, close_from_own_callback_is_ebusy)
 BACKEND_TEST(callback, loop_close_closes_the_context)
 {
 	const char *path = tfile("ctxclose", 100);
-	struct got g[20] = {0};
+	struct got g[20] = { 0 };
 	rl_cb_ctx *cbs;
 	rl_loop *loop = tloop(tp);
 

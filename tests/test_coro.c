@@ -95,7 +95,8 @@ static int64_t sequence(void *arg)
 	q->yield_res = rl_coro_yield();
 	q->steps++;
 	q->open_missing = rl_coro_fs_open(q->missing, O_RDONLY, 0);
-	q->rf_missing = rl_coro_fs_read_file(q->missing, q->buf, sizeof(q->buf));
+	q->rf_missing =
+		rl_coro_fs_read_file(q->missing, q->buf, sizeof(q->buf));
 	q->stat_missing = rl_coro_fs_stat(q->missing, &stx);
 	return 7;
 }
@@ -171,8 +172,10 @@ Test(coro, outside_a_coroutine_is_eperm)
 	void *gb = NULL;
 	size_t gcap = 0;
 
-	cr_assert_eq(rl_coro_fs_read_file("/etc/hostname", buf, sizeof(buf)), -EPERM);
-	cr_assert_eq(rl_coro_fs_read_file_grow("/etc/hostname", &gb, &gcap), -EPERM);
+	cr_assert_eq(rl_coro_fs_read_file("/etc/hostname", buf, sizeof(buf)),
+		     -EPERM);
+	cr_assert_eq(rl_coro_fs_read_file_grow("/etc/hostname", &gb, &gcap),
+		     -EPERM);
 	cr_assert_eq(rl_coro_fs_open("/etc/hostname", O_RDONLY, 0), -EPERM);
 	cr_assert_eq(rl_coro_fs_read(0, buf, 1, 0), -EPERM);
 	cr_assert_eq(rl_coro_fs_close(0), -EPERM);
@@ -314,12 +317,14 @@ static int64_t awaiter(void *arg)
 	struct rl_value v = { 5, NULL };
 
 	a->r_ready = rl_coro_await(rl_promise_resolved(a->ctx, v), &a->v_ready);
-	a->r_read = rl_coro_await(rl_promise_fs_read_file(a->ctx, a->path, a->buf,
-						       sizeof(a->buf)),
-				  &a->v_read);
-	a->r_missing = rl_coro_await(rl_promise_fs_read_file(a->ctx, a->missing,
-							  a->buf, sizeof(a->buf)),
-				     NULL);
+	a->r_read =
+		rl_coro_await(rl_promise_fs_read_file(a->ctx, a->path, a->buf,
+						      sizeof(a->buf)),
+			      &a->v_read);
+	a->r_missing =
+		rl_coro_await(rl_promise_fs_read_file(a->ctx, a->missing,
+						      a->buf, sizeof(a->buf)),
+			      NULL);
 	a->r_rejected = rl_coro_await(rl_promise_rejected(a->ctx, -EIO), NULL);
 	a->r_pending = rl_coro_await(a->pending, &a->v_pending);
 	return 0;
@@ -411,8 +416,9 @@ BACKEND_TEST(coro, close_after_settle_delivers_the_value)
 	cr_assert_eq(rl_promise_ctx_open(loop, &ctx), 0);
 	p = rl_promise_new(ctx);
 	settled_value = (struct rl_value){ 0, NULL };
-	cr_assert_eq(rl_coro_spawn(s, NULL, await_value, rl_promise_ref(p),
-				   NULL), 0);
+	cr_assert_eq(
+		rl_coro_spawn(s, NULL, await_value, rl_promise_ref(p), NULL),
+		0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* it awaits */
 	cr_assert_eq(rl_promise_resolve(p, (struct rl_value){ 7, NULL }), 0);
 	rl_promise_unref(p);
@@ -493,12 +499,14 @@ BACKEND_TEST(coro, ten_thousand_alive_at_once)
 			    per, m.rss_at_peak_kb - rss0, MANY, ru0.ru_maxrss,
 			    ru1.ru_maxrss);
 		/* (tp->name is not valid in Criterion's worker.) */
-		fprintf(stderr, "coro/ten_thousand(%s%s): %.0f bytes resident "
-			"per coroutine\n", rl_loop_backend(loop),
-			tp->flags ? "+flags" : "", per);
+		fprintf(stderr,
+			"coro/ten_thousand(%s%s): %.0f bytes resident "
+			"per coroutine\n",
+			rl_loop_backend(loop), tp->flags ? "+flags" : "", per);
 #if !defined(RL_SAN)
 		if (!getenv("RL_VALGRIND"))
-			cr_assert_lt(per, 8192.0, "%.0f bytes per coroutine", per);
+			cr_assert_lt(per, 8192.0, "%.0f bytes per coroutine",
+				     per);
 #endif
 	}
 	tsched_close(s);
@@ -560,7 +568,8 @@ BACKEND_TEST(coro, stack_size_option)
 {
 	rl_loop *loop = tloop(tp);
 	rl_coro_ctx *s = tsched(loop);
-	struct rl_coro_options opt = { .stack_size = 512 * 1024, .name = "big" };
+	struct rl_coro_options opt = { .stack_size = 512 * 1024,
+				       .name = "big" };
 	rl_coro *co;
 
 	cr_assert_eq(rl_coro_spawn(s, &co, big_frame, NULL, &opt), 0);
@@ -607,14 +616,16 @@ Test(coro, guard_page_names_the_overflowing_coroutine)
 
 		dup2(pipefd[1], STDERR_FILENO);
 		close(pipefd[0]);
-		if (rl_loop_open(&loop, NULL) || rl_coro_ctx_open(loop, &s, NULL) ||
+		if (rl_loop_open(&loop, NULL) ||
+		    rl_coro_ctx_open(loop, &s, NULL) ||
 		    rl_coro_spawn(s, NULL, overflow, NULL, &opt))
 			_exit(3);
 		rl_run(loop, RL_RUN_DEFAULT);
 		_exit(4); /* survived: the guard did not work */
 	}
 	close(pipefd[1]);
-	while ((n = read(pipefd[0], msg + got, sizeof(msg) - 1 - (size_t)got)) > 0)
+	while ((n = read(pipefd[0], msg + got, sizeof(msg) - 1 - (size_t)got)) >
+	       0)
 		got += n;
 	close(pipefd[0]);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
@@ -644,7 +655,8 @@ static int64_t c_sleeper(void *arg)
 
 	c->sleep_res = rl_coro_sleep(100000);
 	/* Unwinding: every further call fails at once. */
-	c->late_res = rl_coro_fs_read_file(c->path, c->late_buf, sizeof(c->late_buf));
+	c->late_res =
+		rl_coro_fs_read_file(c->path, c->late_buf, sizeof(c->late_buf));
 	c->finished++;
 	return 5;
 }

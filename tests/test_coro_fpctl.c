@@ -36,7 +36,7 @@ static unsigned sse_rounding(void)
 }
 
 /* x87 precision control, bits 8-9: 0 = single, 3 = extended. */
-#define PC_MASK 0x0300u
+#define PC_MASK	  0x0300u
 #define PC_SINGLE 0x0000u
 #endif
 
@@ -49,9 +49,10 @@ static bool mode_is(int mode)
 		return false;
 #if defined(__x86_64__)
 	{
-		unsigned rc = mode == FE_TONEAREST ? 0 :
-			      mode == FE_DOWNWARD  ? 1 :
-			      mode == FE_UPWARD    ? 2 : 3;
+		unsigned rc = mode == FE_TONEAREST  ? 0
+			      : mode == FE_DOWNWARD ? 1
+			      : mode == FE_UPWARD   ? 2
+						    : 3;
 
 		if (((x87_cw() >> 10) & 3) != rc || sse_rounding() != rc)
 			return false;
@@ -135,7 +136,8 @@ static void fp_cb_done(rl_req *req)
 	if (c->calls < 3 * FP_ROUNDS) {
 		c->req.data = c;
 		cr_assert_eq(rl_fs_read_file(c->loop, &c->req, c->path, c->buf,
-					  sizeof(c->buf), 0, fp_cb_done), 0);
+					     sizeof(c->buf), 0, fp_cb_done),
+			     0);
 	}
 }
 
@@ -157,10 +159,12 @@ BACKEND_TEST(coro_fpctl, each_side_keeps_its_own_state)
 	co[0].single = !getenv("RL_VALGRIND");
 	fesetround(FE_DOWNWARD);
 	for (int i = 0; i < 3; i++)
-		cr_assert_eq(rl_coro_spawn(s, NULL, fp_worker, &co[i], NULL), 0);
+		cr_assert_eq(rl_coro_spawn(s, NULL, fp_worker, &co[i], NULL),
+			     0);
 	cb.req.data = &cb;
-	cr_assert_eq(rl_fs_read_file(loop, &cb.req, path, cb.buf, sizeof(cb.buf), 0,
-				  fp_cb_done), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &cb.req, path, cb.buf,
+				     sizeof(cb.buf), 0, fp_cb_done),
+		     0);
 	trun(loop);
 	cr_assert(mode_is(FE_DOWNWARD), "rl_run() returned another mode");
 	for (int i = 0; i < 3; i++) {
@@ -217,8 +221,8 @@ CORE_TEST(coro_fpctl, each_run_keeps_the_mode_it_was_called_with)
 		/* The check means something only if the coroutine went in
 		 * and out during this run. */
 		cr_assert_gt(c.resumes, before, "run %zu switched nothing", i);
-		cr_assert(mode_is(modes[i]), "run %zu came back in another mode",
-			  i);
+		cr_assert(mode_is(modes[i]),
+			  "run %zu came back in another mode", i);
 	}
 	c.stop = true;
 	trun(loop);
@@ -273,7 +277,7 @@ struct fp_nest {
 	rl_loop *b;
 	rl_timer t;
 	bool cb_ran;
-	int before, after;     /* loop A's coroutine, around the callback */
+	int before, after; /* loop A's coroutine, around the callback */
 	int b_resumes, bad;
 };
 
@@ -293,7 +297,8 @@ static int64_t nest_a(void *arg)
 		else if (++n->before == 2)
 			/* The callback runs after some switches. */
 			cr_assert_eq(rl_timer_start(rl_coro_loop(), &n->t, 0, 0,
-						    nest_cb), 0);
+						    nest_cb),
+				     0);
 	}
 	return 0;
 }

@@ -127,7 +127,7 @@ static int64_t stuck_reader(void *arg)
 
 BACKEND_TEST(coro_pacing, close_runs_the_put_off_starts)
 {
-	struct rl_coro_ctx_options opt = {.start_window = 2};
+	struct rl_coro_ctx_options opt = { .start_window = 2 };
 	struct stuck st = { 0 };
 	struct rl_coro_ctx_stats ss;
 	rl_coro_ctx *s;
@@ -140,7 +140,8 @@ BACKEND_TEST(coro_pacing, close_runs_the_put_off_starts)
 	s = tsched_opts(loop, &opt);
 	st.fd = fds[0];
 	for (int i = 0; i < 8; i++)
-		cr_assert_eq(rl_coro_spawn(s, NULL, stuck_reader, &st, NULL), 0);
+		cr_assert_eq(rl_coro_spawn(s, NULL, stuck_reader, &st, NULL),
+			     0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(st.started, 2, "the window is 2");
 	rl_coro_ctx_stats(s, &ss);
@@ -182,10 +183,10 @@ static int64_t million_fn(void *arg)
 BACKEND_TEST(coro_pacing, spawn_maps_no_stack, .timeout = 600)
 {
 	unsigned n = 1000000;
-	struct million m = {.path = tfile("million", 12)};
+	struct million m = { .path = tfile("million", 12) };
 	struct rl_coro_pool_stats ps;
 	rl_coro_pool *pool;
-	struct rl_coro_ctx_options opt = {.pool = NULL};
+	struct rl_coro_ctx_options opt = { .pool = NULL };
 	rl_loop *loop = tloop(tp);
 	rl_coro_ctx *s;
 

@@ -132,7 +132,8 @@ static void count_entry(void *arg)
 	for (;;) {
 		trips++;
 		/* Echo back what we got, plus one. */
-		v = (uintptr_t)rl__coro_switch(&co_sp, main_sp, (void *)(v + 1));
+		v = (uintptr_t)rl__coro_switch(&co_sp, main_sp,
+					       (void *)(v + 1));
 	}
 }
 
@@ -145,12 +146,12 @@ Test(coro_switch, a_million_round_trips_carry_values)
 	co_sp = rl__coro_ctx_init((char *)stack + size, count_entry, (void *)7);
 	cr_assert_eq((uintptr_t)rl__coro_switch(&main_sp, co_sp, NULL), 8);
 	for (uintptr_t i = 0; i < 1000000; i++) {
-		uintptr_t r = (uintptr_t)rl__coro_switch(&main_sp, co_sp,
-							 (void *)i);
+		uintptr_t r =
+			(uintptr_t)rl__coro_switch(&main_sp, co_sp, (void *)i);
 
 		if (r != i + 1)
-			cr_assert_fail("trip %lu returned %lu", (unsigned long)i,
-				       (unsigned long)r);
+			cr_assert_fail("trip %lu returned %lu",
+				       (unsigned long)i, (unsigned long)r);
 	}
 	cr_assert_eq(trips, 1000001);
 	free(stack);
@@ -299,7 +300,8 @@ Test(coro_switch, unwinder_stops_at_the_trampoline)
 	bt_frames = -1;
 	co_sp = rl__coro_ctx_init((char *)stack + size, bt_entry, NULL);
 	rl__coro_switch(&main_sp, co_sp, NULL);
-	cr_assert_geq(bt_frames, 3, "frames: %d", bt_frames); /* leaf, entry, trampoline */
+	cr_assert_geq(bt_frames, 3, "frames: %d",
+		      bt_frames); /* leaf, entry, trampoline */
 	cr_assert_leq(bt_frames, 6, "frames: %d", bt_frames);
 	free(stack);
 }
@@ -319,8 +321,7 @@ Test(coro_switch, unwinder_stops_at_the_trampoline)
  * the same with side B's pattern and rl__coro_switch. Both keep their
  * caller's registers and describe themselves with CFI.
  */
-__asm__(
-	"	.macro STEP name, target, pattern\n"
+__asm__("	.macro STEP name, target, pattern\n"
 	"	.p2align 4\n"
 	"\\name:\n"
 	"	.cfi_startproc\n"
@@ -372,8 +373,8 @@ static struct {
 	bool check;	      /* off while the new context starts */
 	const char *moves[2]; /* each switch's `mov %rsi, %rsp` */
 	int steps, bad;
-	char where[96];	      /* the first bad step */
-	uintptr_t pcs[128];   /* distinct instructions seen */
+	char where[96];	    /* the first bad step */
+	uintptr_t pcs[128]; /* distinct instructions seen */
 	int npcs;
 } step;
 
@@ -405,8 +406,8 @@ static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
 static const char *find_move(const char *fn)
 {
 	for (const char *p = fn; p < rl__coro_trampoline; p++)
-		if ((unsigned char)p[0] == 0x48 && (unsigned char)p[1] == 0x89 &&
-		    (unsigned char)p[2] == 0xf4)
+		if ((unsigned char)p[0] == 0x48 &&
+		    (unsigned char)p[1] == 0x89 && (unsigned char)p[2] == 0xf4)
 			return p;
 	return NULL;
 }
@@ -446,9 +447,8 @@ static void on_step(int sig, siginfo_t *si, void *ucv)
 		if (w.regs[i] != want + (uint64_t)i)
 			k = i;
 	if (k >= 0 && !step.bad++)
-		snprintf(step.where, sizeof(step.where),
-			 "%s+%ld: %s", in_known ? "rl__coro_switch_known"
-						: "rl__coro_switch",
+		snprintf(step.where, sizeof(step.where), "%s+%ld: %s",
+			 in_known ? "rl__coro_switch_known" : "rl__coro_switch",
 			 (long)(pc - fn),
 			 k == 6 ? "wrong caller" : "wrong register value");
 }
@@ -465,7 +465,8 @@ Test(coro_switch, unwinder_follows_every_instruction)
 	size_t size = 64 * 1024;
 	void *stack = aligned_alloc(16, size);
 	struct sigaction sa = { .sa_sigaction = on_step,
-				.sa_flags = SA_SIGINFO }, old;
+				.sa_flags = SA_SIGINFO },
+			 old;
 	uint64_t fpctl = rl__coro_fpctl();
 	struct walk warm = { 0 };
 

@@ -133,12 +133,18 @@ enum {
 };
 
 static const char *step_names[] = {
-	"ok", "installing the seccomp filter",
+	"ok",
+	"installing the seccomp filter",
 	"io_uring_setup was not refused by the filter",
-	"rl_loop_open(AUTO) failed", "AUTO did not pick epoll",
-	"backend reason does not mention EPERM", "rl_fs_read_file failed",
-	"rl_run failed", "wrong read_file result", "wrong read_file content",
-	"rl_loop_close failed", "RL_BACKEND_URING did not fail with -EPERM",
+	"rl_loop_open(AUTO) failed",
+	"AUTO did not pick epoll",
+	"backend reason does not mention EPERM",
+	"rl_fs_read_file failed",
+	"rl_run failed",
+	"wrong read_file result",
+	"wrong read_file content",
+	"rl_loop_close failed",
+	"RL_BACKEND_URING did not fail with -EPERM",
 	"RL_BACKEND_URING failed but set *out",
 };
 
@@ -254,11 +260,13 @@ BACKEND_TEST(pool, saturated_single_worker)
 		reqs[i] = (rl_req){ .data = &s };
 		if (i % 2)
 			cr_assert_eq(rl_fs_read(loop, &reqs[i], fd, bufs[i], 64,
-					     (int64_t)i * 31, count_cb), 0);
+						(int64_t)i * 31, count_cb),
+				     0);
 		else
 			cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, NULL,
-						  0, RL_READ_FILE_GROW,
-						  count_cb), 0);
+						     0, RL_READ_FILE_GROW,
+						     count_cb),
+				     0);
 	}
 	trun(loop);
 	cr_assert_eq(s.calls, N);
@@ -266,9 +274,9 @@ BACKEND_TEST(pool, saturated_single_worker)
 		if (i % 2) {
 			cr_assert_eq(reqs[i].result, 64);
 			for (int j = 0; j < 64; j++)
-				cr_assert_eq((unsigned char)bufs[i][j],
-					     tbyte("saturated",
-						   (size_t)i * 31 + j));
+				cr_assert_eq(
+					(unsigned char)bufs[i][j],
+					tbyte("saturated", (size_t)i * 31 + j));
 		} else {
 			cr_assert_eq(reqs[i].result, SIZE);
 			tcheck("saturated", reqs[i].buf, SIZE);
@@ -297,8 +305,9 @@ Test(pool, completions_are_batched)
 	/* Never letting the loop sleep: the workers never need to wake it. */
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
-					  count_cb), 0);
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32,
+					     0, count_cb),
+			     0);
 	}
 	while (s.calls < N) {
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -313,8 +322,9 @@ Test(pool, completions_are_batched)
 	/* Letting it sleep: at most one eventfd read per epoll_wait. */
 	s.calls = 0;
 	for (int i = 0; i < N; i++)
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
-					  count_cb), 0);
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32,
+					     0, count_cb),
+			     0);
 	trun(loop);
 	cr_assert_eq(s.calls, N);
 	for (int i = 0; i < N; i++)
@@ -351,8 +361,8 @@ static void pool_cancel_queued(unsigned flags)
 	 * behind the blocked worker. */
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s[i] };
-		cr_assert_eq(rl_fs_stat(loop, &reqs[i], path, &stx[i], count_cb),
-			     0);
+		cr_assert_eq(
+			rl_fs_stat(loop, &reqs[i], path, &stx[i], count_cb), 0);
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* hand them over */
 	cr_assert_eq(sb.calls, 0);
@@ -412,13 +422,15 @@ static void held_back_completion(unsigned flags)
 	for (int i = 0; i < QUICK; i++) {
 		quick[i] = (rl_req){ .data = &sq };
 		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
-					  sizeof(qbuf[i]), 0, count_cb), 0);
+					     sizeof(qbuf[i]), 0, count_cb),
+			     0);
 	}
 	cr_assert_eq(rl_fs_stat(loop, &b2, path, stall.mem, count_cb), 0);
 	for (int i = 0; i < QUEUED; i++) {
 		stats[i] = (rl_req){ .data = &ss };
-		cr_assert_eq(rl_fs_stat(loop, &stats[i], path, &stx[i], count_cb),
-			     0);
+		cr_assert_eq(
+			rl_fs_stat(loop, &stats[i], path, &stx[i], count_cb),
+			0);
 	}
 	while (sq.calls < QUICK)
 		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
@@ -502,17 +514,20 @@ static void close_in_flight(unsigned flags)
 		reqs[i] = (rl_req){ .data = (void *)(intptr_t)i };
 		switch (i % 3) {
 		case 0:
-			cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i],
-						  64, 0, close_cb), 0);
+			cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path,
+						     bufs[i], 64, 0, close_cb),
+				     0);
 			break;
 		case 1:
 			cr_assert_eq(rl_fs_open(loop, &reqs[i], path,
-					     O_RDONLY | O_CLOEXEC, 0, close_cb),
+						O_RDONLY | O_CLOEXEC, 0,
+						close_cb),
 				     0);
 			break;
 		case 2:
 			cr_assert_eq(rl_fs_stat(loop, &reqs[i], path, &stx[i],
-					     close_cb), 0);
+						close_cb),
+				     0);
 			break;
 		}
 	}
@@ -539,7 +554,7 @@ static void close_in_flight(unsigned flags)
 				  reqs[i].result >= 0);
 		else
 			cr_assert(reqs[i].result == -ECANCELED ||
-				  reqs[i].result == want,
+					  reqs[i].result == want,
 				  "request %d: %lld", i,
 				  (long long)reqs[i].result);
 		if (flags & RL_NO_INLINE)
@@ -559,7 +574,6 @@ Test(pool, close_with_jobs_in_flight_inline)
 }
 
 /* ------------------------------------------------------- the fast path */
-
 
 /* N reads of a cached file, submitted per_tick at a time, each group run
  * by one RL_RUN_NOWAIT pass before the next is submitted. */
@@ -583,8 +597,9 @@ static void fast_path_counters(unsigned flags, int per_tick)
 	loop = epoll_loop(flags, 0);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 64, 0,
-					  count_cb), 0);
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 64,
+					     0, count_cb),
+			     0);
 		if (i == 0)
 			cr_assert_eq(s.calls, 0,
 				     "inline work still calls back later");
@@ -670,8 +685,9 @@ BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 
 	partly_cached("partial", SIZE);
 	path = tpath("partial");
-	cr_assert_eq(rl_fs_read_file(loop, &r1, path, NULL, 0, RL_READ_FILE_GROW,
-				  count_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r1, path, NULL, 0,
+				     RL_READ_FILE_GROW, count_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(s1.result, SIZE);
 	tcheck("partial", r1.buf, SIZE);
@@ -702,9 +718,11 @@ BACKEND_TEST(fastpath, too_big_and_grow)
 	void *grow = malloc(100);
 
 	cr_assert_eq(rl_fs_read_file(loop, &r1, path, small, sizeof(small), 0,
-				  count_cb), 0);
+				     count_cb),
+		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &r2, path, grow, 100,
-				  RL_READ_FILE_GROW, count_cb), 0);
+				     RL_READ_FILE_GROW, count_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(s1.result, -EFBIG);
 	cr_assert_eq(s2.result, 10000);
@@ -733,7 +751,8 @@ BACKEND_TEST(fastpath, procfs_file)
 	close(fd);
 	cr_assert_gt(n, 0);
 	cr_assert_eq(rl_fs_read_file(loop, &req, PROC_FILE, NULL, 0,
-				  RL_READ_FILE_GROW, count_cb), 0);
+				     RL_READ_FILE_GROW, count_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(s.result, n);
 	cr_assert_eq(memcmp(req.buf, want, (size_t)n), 0);
@@ -751,10 +770,11 @@ BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
 	rl_loop *loop = tloop(tp);
 	int fl;
 
-	cr_assert_eq(rl_fs_open(loop, &r1, path, O_RDONLY | O_CLOEXEC, 0,
-			     count_cb), 0);
+	cr_assert_eq(
+		rl_fs_open(loop, &r1, path, O_RDONLY | O_CLOEXEC, 0, count_cb),
+		0);
 	cr_assert_eq(rl_fs_open(loop, &r2, path,
-			     O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0, count_cb),
+				O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0, count_cb),
 		     0);
 	trun(loop);
 	cr_assert_geq(s1.result, 0);
@@ -848,8 +868,9 @@ BACKEND_TEST(pipe, close_ends_waiting_read)
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	loop = tloop(tp); /* after the pipe: tclose() counts fds */
-	cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
-		     0);
+	cr_assert_eq(
+		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+		0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	tclose(loop);
 	cr_assert_eq(s.calls, 1);
@@ -870,8 +891,9 @@ BACKEND_TEST(pipe, nonblocking_fd_waits_too)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
-	cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
-		     0);
+	cr_assert_eq(
+		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+		0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s.calls, 0);
 	cr_assert_eq(write(p[1], "xyz", 3), 3);

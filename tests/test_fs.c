@@ -18,7 +18,8 @@ BACKEND_TEST(fs, read_file_small)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0,
-				  tseen_cb), 0);
+				     tseen_cb),
+		     0);
 	cr_assert_eq(s.calls, 0, "callback ran inside the submitting call");
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
@@ -36,7 +37,8 @@ BACKEND_TEST(fs, read_file_empty)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0,
-				  tseen_cb), 0);
+				     tseen_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, 0);
@@ -72,7 +74,8 @@ BACKEND_TEST(fs, read_file_grows_for_large_file)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_fs_read_file(loop, &req, path, NULL, 0,
-				  RL_READ_FILE_GROW, tseen_cb), 0);
+				     RL_READ_FILE_GROW, tseen_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, (int64_t)size, "result %lld",
@@ -91,7 +94,8 @@ BACKEND_TEST(fs, read_file_grow_exact_power_of_two)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_fs_read_file(loop, &req, path, NULL, 4096,
-				  RL_READ_FILE_GROW, tseen_cb), 0);
+				     RL_READ_FILE_GROW, tseen_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, 8192);
@@ -108,9 +112,11 @@ BACKEND_TEST(fs, read_file_missing_and_directory)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_fs_read_file(loop, &r1, tpath("nope"), buf, sizeof(buf),
-				  0, tseen_cb), 0);
+				     0, tseen_cb),
+		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &r2, tdir(), buf, sizeof(buf), 0,
-				  tseen_cb), 0);
+				     tseen_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
 	cr_assert_eq(s1.result, -ENOENT);
@@ -139,12 +145,14 @@ BACKEND_TEST(fs, bad_arguments_fail_synchronously)
 		     -EFAULT);
 	cr_assert_eq(rl_fs_read_file(loop, &req, "x", buf, 8, 0x80, tseen_cb),
 		     -EINVAL);
-	cr_assert_eq(rl_fs_read_file(loop, &req, "x", buf, 8, 0, NULL), -EINVAL);
+	cr_assert_eq(rl_fs_read_file(loop, &req, "x", buf, 8, 0, NULL),
+		     -EINVAL);
 	cr_assert_eq(rl_fs_read(loop, &req, -1, buf, 8, 0, tseen_cb), -EBADF);
 	cr_assert_eq(rl_fs_read(loop, &req, 0, NULL, 8, 0, tseen_cb), -EFAULT);
 	cr_assert_eq(rl_fs_read(loop, &req, 0, buf, 8, -2, tseen_cb), -EINVAL);
-	cr_assert_eq(rl_fs_read(loop, &req, 0, buf, (size_t)1 << 40, 0,
-			     tseen_cb), -EINVAL);
+	cr_assert_eq(
+		rl_fs_read(loop, &req, 0, buf, (size_t)1 << 40, 0, tseen_cb),
+		-EINVAL);
 	cr_assert_eq(rl_fs_close(loop, &req, -5, tseen_cb), -EBADF);
 	cr_assert_eq(rl_fs_stat(loop, &req, "x", NULL, tseen_cb), -EFAULT);
 	cr_assert_eq(rl_fs_stat(loop, &req, NULL, &stx, tseen_cb), -EFAULT);
@@ -163,7 +171,8 @@ BACKEND_TEST(fs, resubmit_in_flight_is_ebusy)
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
-	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb),
+		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb),
 		     -EBUSY);
 	trun(loop);
@@ -196,11 +205,12 @@ static void seq_cb(rl_req *req)
 		cr_assert_geq(req->result, 0, "open: %s",
 			      rl_strerror((int)req->result));
 		q->fd = (int)req->result;
-		ret = rl_fs_read(q->loop, &q->req, q->fd, q->buf, 10, 5, seq_cb);
+		ret = rl_fs_read(q->loop, &q->req, q->fd, q->buf, 10, 5,
+				 seq_cb);
 		break;
 	case 2:
 		ret = rl_fs_read(q->loop, &q->req, q->fd, q->buf + 10, 20, -1,
-			      seq_cb);
+				 seq_cb);
 		break;
 	case 3:
 		ret = rl_fs_stat(q->loop, &q->req, q->path, &q->stx, seq_cb);
@@ -224,7 +234,8 @@ BACKEND_TEST(fs, open_read_stat_close)
 	q.req.data = &q;
 	q.path = tfile("seq", 100);
 	cr_assert_eq(rl_fs_open(loop, &q.req, q.path, O_RDONLY | O_CLOEXEC, 0,
-			     seq_cb), 0);
+				seq_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(q.step, 6);
 	cr_assert_eq(q.results[1], 10);
@@ -252,7 +263,8 @@ BACKEND_TEST(fs, errors_from_the_kernel)
 	for (int i = 0; i < 4; i++)
 		r[i] = (rl_req){ .data = &s[i] };
 	cr_assert_eq(rl_fs_open(loop, &r[0], tpath("missing"), O_RDONLY, 0,
-			     tseen_cb), 0);
+				tseen_cb),
+		     0);
 	cr_assert_eq(rl_fs_read(loop, &r[1], 1000, buf, 8, 0, tseen_cb), 0);
 	cr_assert_eq(rl_fs_stat(loop, &r[2], tpath("missing"), &stx, tseen_cb),
 		     0);
@@ -288,8 +300,9 @@ BACKEND_TEST(fs, many_parallel_reads_queue_not_fail)
 	loop = tloop_opts(tp, &opt);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32, 0,
-					  tseen_cb), 0);
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32,
+					     0, tseen_cb),
+			     0);
 	}
 	trun(loop);
 	cr_assert_eq(s.calls, N);
@@ -301,8 +314,9 @@ BACKEND_TEST(fs, many_parallel_reads_queue_not_fail)
 	cr_assert_eq(st.submissions, N);
 	cr_assert_eq(st.completions, N);
 	if (tp->backend == RL_BACKEND_URING)
-		cr_assert_gt(st.queued, 0, "nothing waited: the test did not "
-					   "fill the SQ, CQ budget or slots");
+		cr_assert_gt(st.queued, 0,
+			     "nothing waited: the test did not "
+			     "fill the SQ, CQ budget or slots");
 	tclose(loop);
 }
 
@@ -333,10 +347,12 @@ BACKEND_TEST(fs, read_file_procfs_past_the_first_page)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_gt(want, 4096, "the test needs a procfs file over a page");
-	cr_assert_eq(rl_fs_read_file(loop, &r1, proc, NULL, 0, RL_READ_FILE_GROW,
-				  tseen_cb), 0);
-	cr_assert_eq(rl_fs_read_file(loop, &r2, proc, big, sizeof(big), 0,
-				  tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r1, proc, NULL, 0,
+				     RL_READ_FILE_GROW, tseen_cb),
+		     0);
+	cr_assert_eq(
+		rl_fs_read_file(loop, &r2, proc, big, sizeof(big), 0, tseen_cb),
+		0);
 	trun(loop);
 	cr_assert_eq(s1.calls, 1);
 	cr_assert_eq(s2.calls, 1);

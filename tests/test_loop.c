@@ -52,8 +52,9 @@ BACKEND_TEST(loop, close_with_requests_in_flight)
 
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 128, 0,
-					  tseen_cb), 0);
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 128,
+					     0, tseen_cb),
+			     0);
 	}
 	cr_assert_eq(s.calls, 0);
 	tclose(loop);
@@ -74,7 +75,7 @@ static void resubmit_during_close_cb(rl_req *req)
 
 	s->calls++;
 	s->result = rl_fs_read_file(req->loop, req, "/nonexistent", buf, 4, 0,
-				 resubmit_during_close_cb);
+				    resubmit_during_close_cb);
 }
 
 BACKEND_TEST(loop, submit_during_close_fails_fast)
@@ -86,7 +87,8 @@ BACKEND_TEST(loop, submit_during_close_fails_fast)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0,
-				  resubmit_during_close_cb), 0);
+				     resubmit_during_close_cb),
+		     0);
 	tclose(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(s.result, -ECANCELED);
@@ -123,8 +125,9 @@ BACKEND_TEST(loop, cancel_blocked_pipe_read)
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-	cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1,
-			     tseen_cb), 0);
+	cr_assert_eq(
+		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, tseen_cb),
+		0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s.calls, 0);
 	cr_assert_eq(rl_cancel(loop, &req), 0);
@@ -176,7 +179,8 @@ BACKEND_TEST(loop, post_from_another_thread)
 	 * while the loop waits: a deadlock of the tool, not of the loop. */
 	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING) {
 		tclose(loop);
-		cr_skip_test("io_uring_enter blocks every thread under Valgrind");
+		cr_skip_test(
+			"io_uring_enter blocks every thread under Valgrind");
 	}
 	p.loop = loop;
 	rl_ref(loop);
@@ -224,7 +228,8 @@ BACKEND_TEST(loop, tasks_run_after_the_callback_batch)
 
 	g_order = &o;
 	o.loop = loop;
-	cr_assert_eq(rl_fs_read_file(loop, &r, path, buf, 64, 0, task_req_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r, path, buf, 64, 0, task_req_cb),
+		     0);
 	trun(loop);
 	cr_assert_eq(o.n, 4);
 	cr_assert_eq(o.log[0], 1);
@@ -271,7 +276,8 @@ BACKEND_TEST(loop, counters)
 	rl_loop *loop = tloop(tp);
 
 	rl_loop_stats(loop, &before);
-	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 64, 0, tseen_cb),
+		     0);
 	trun(loop);
 	rl_loop_stats(loop, &after);
 	cr_assert_eq(after.submissions - before.submissions, 1);
@@ -287,9 +293,9 @@ BACKEND_TEST(loop, counters)
 	 * before the loop would go idle, takes one of its own. */
 	if (tp->backend == RL_BACKEND_URING && tp->flags == 0)
 		cr_assert_eq(
-		    after.enters - before.enters, 2,
-		    "a lone read_file: its chain, then its close; got %llu",
-		    (unsigned long long)(after.enters - before.enters));
+			after.enters - before.enters, 2,
+			"a lone read_file: its chain, then its close; got %llu",
+			(unsigned long long)(after.enters - before.enters));
 	/* (Not without openat2: under Valgrind 3.19 the pool does it.) */
 	if (tp->backend == RL_BACKEND_EPOLL && !(tp->flags & RL_NO_INLINE) &&
 	    thave_resolve_cached())
@@ -328,7 +334,7 @@ static void chain_next(rl_req *req)
 BACKEND_TEST(loop, one_enter_per_read_file_in_a_chain)
 {
 	enum { N = 100 };
-	struct blocking_chain c = {.path = tfile("chain", 12), .left = N};
+	struct blocking_chain c = { .path = tfile("chain", 12), .left = N };
 	struct rl_stats before, after;
 	rl_loop *loop;
 
@@ -379,7 +385,8 @@ BACKEND_TEST(loop, post_during_close_runs)
 
 	posted_during_close = 0;
 	cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, 16, 0,
-				  post_from_cancelled_cb), 0);
+				     post_from_cancelled_cb),
+		     0);
 	tclose(loop);
 	cr_assert_eq(s.calls, 1);
 	cr_assert_eq(posted_during_close, 1);
@@ -404,8 +411,9 @@ BACKEND_TEST(loop, second_cancel_of_queued_request)
 	loop = tloop_opts(tp, &opt);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
-					  tseen_cb), 0);
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16,
+					     0, tseen_cb),
+			     0);
 	}
 	cr_assert_eq(rl_cancel(loop, &reqs[N - 1]), 0);
 	cr_assert_eq(rl_cancel(loop, &reqs[N - 1]), -EALREADY);

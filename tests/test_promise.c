@@ -82,8 +82,7 @@ static void throw_eio(struct rl_outcome *o, void *arg)
 	o->err = -EIO;
 }
 
-static void expect(rl_promise *p, enum rl_promise_state st, int err,
-		   int64_t i)
+static void expect(rl_promise *p, enum rl_promise_state st, int err, int64_t i)
 {
 	struct rl_settlement r = { 1, { -1, NULL } };
 
@@ -194,8 +193,7 @@ CORE_TEST(promise, finally_passes_through)
 	a = rl_finally(rl_promise_resolved(ctx, V(42)), fin_count, &f1);
 	b = rl_finally(rl_promise_rejected(ctx, -EACCES), fin_count, &f2);
 	c = rl_finally(rl_promise_resolved(ctx, V(1)), fin_throw, NULL);
-	d = rl_finally(rl_promise_resolved(ctx, V(1)), fin_adopt_rejected,
-		       ctx);
+	d = rl_finally(rl_promise_resolved(ctx, V(1)), fin_adopt_rejected, ctx);
 	trun(loop);
 	cr_assert_eq(f1.ok, 1);
 	cr_assert_eq(f1.last_err, 0);
@@ -241,8 +239,7 @@ static void add_one_quiet(struct rl_outcome *o, void *arg)
 
 static void adopt_sleep(struct rl_outcome *o, void *arg)
 {
-	o->adopt = rl_then(rl_promise_sleep(arg, 1), add_one_quiet, NULL,
-			   NULL);
+	o->adopt = rl_then(rl_promise_sleep(arg, 1), add_one_quiet, NULL, NULL);
 }
 
 static void adopt_resolved(struct rl_outcome *o, void *arg)
@@ -357,9 +354,9 @@ BACKEND_TEST(promise, dropped_chain_still_runs)
 	struct seen s = { 0 };
 	char buf[64] = { 0 }; /* io_uring writes are invisible to valgrind */
 
-	rl_promise_unref(rl_then(rl_promise_fs_read_file(ctx, path, buf,
-						      sizeof(buf)),
-				 add_one, note_err, &s));
+	rl_promise_unref(
+		rl_then(rl_promise_fs_read_file(ctx, path, buf, sizeof(buf)),
+			add_one, note_err, &s));
 	trun(loop);
 	cr_assert_eq(s.ok, 1);
 	cr_assert_eq(s.last, 12);
@@ -387,7 +384,8 @@ CORE_TEST(promise, subscribe)
 
 	cr_assert_eq(rl_promise_subscribe(rl_promise_ref(p), sub_cb, &s), 0);
 	cr_assert_eq(rl_promise_subscribe(rl_promise_resolved(ctx, V(8)),
-					  sub_cb, &s), 0);
+					  sub_cb, &s),
+		     0);
 	cr_assert_eq(s.ok, 0);
 	trun(loop);
 	cr_assert_eq(s.ok, 1);
@@ -436,14 +434,15 @@ static void log_resolve_c(struct rl_outcome *o, void *arg)
 	cr_assert_eq(rl_promise_resolve(order_c, V(3)), 0);
 }
 
-#define R(x) rl_promise_ref(x)
+#define R(x)	rl_promise_ref(x)
 #define DROP(x) rl_promise_unref(x)
 
 CORE_TEST(promise, microtask_order_matches_javascript)
 {
 	static const char *const want[] = {
-		"a1", "b1", "af", "bf", "ad", "resolveC", "a2", "b2", "race",
-		"settled", "c1", "a3", "all", "any", "a4", "af2", "bf2", "ad2",
+		"a1",  "b1",  "af",   "bf",	 "ad",	"resolveC",
+		"a2",  "b2",  "race", "settled", "c1",	"a3",
+		"all", "any", "a4",   "af2",	 "bf2", "ad2",
 	};
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
@@ -460,8 +459,7 @@ CORE_TEST(promise, microtask_order_matches_javascript)
 	DROP(rl_then(rl_catch(R(b), log_it, "b1"), log_it, NULL, "b2"));
 	DROP(rl_then(rl_finally(R(a), log_it, "af"), log_it, NULL, "af2"));
 	DROP(rl_catch(rl_finally(R(b), log_it, "bf"), log_it, "bf2"));
-	DROP(rl_then(rl_then(R(a), log_adopt, NULL, ctx), log_it, NULL,
-		     "ad2"));
+	DROP(rl_then(rl_then(R(a), log_adopt, NULL, ctx), log_it, NULL, "ad2"));
 	v[0] = R(a), v[1] = R(c);
 	DROP(rl_then(rl_all(ctx, v, 2), log_it, NULL, "all"));
 	v[0] = R(c), v[1] = R(b);
@@ -587,17 +585,17 @@ BACKEND_TEST(promise, loop_close_rejects_pending)
 	const char *path = tfile("close", 12);
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen s = {0}, t = {.ctx = ctx};
+	struct seen s = { 0 }, t = { .ctx = ctx };
 	char buf[4][64] = { { 0 } };
 	rl_promise *keep, *sleepy;
 
 	for (int i = 0; i < 4; i++)
-		rl_promise_unref(rl_catch(rl_then(rl_promise_fs_read_file(
-							ctx, path, buf[i], 64),
-						  add_one, NULL, &s),
-					  note_err, &s));
-	sleepy =
-	    rl_then(rl_promise_sleep(ctx, 100000), add_one, start_another, &t);
+		rl_promise_unref(rl_catch(
+			rl_then(rl_promise_fs_read_file(ctx, path, buf[i], 64),
+				add_one, NULL, &s),
+			note_err, &s));
+	sleepy = rl_then(rl_promise_sleep(ctx, 100000), add_one, start_another,
+			 &t);
 	keep = rl_promise_new(ctx);
 	/* Requests and timers in flight: the context cannot close yet. */
 	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY);
@@ -634,7 +632,7 @@ static void close_in_reaction(struct rl_outcome *o, void *arg)
 BACKEND_TEST(promise, close_from_own_reaction_is_ebusy)
 {
 	const char *path = tfile("selfclose", 12);
-	struct self_close sc = {0};
+	struct self_close sc = { 0 };
 	char buf[64];
 	rl_loop *loop = tloop(tp);
 	rl_promise *p;

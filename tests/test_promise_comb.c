@@ -152,7 +152,8 @@ BACKEND_TEST(promise_comb, all_settled_never_rejects)
 	char buf[64] = { 0 }; /* io_uring writes are invisible to valgrind */
 
 	news(ctx, p, in, 2);
-	in[2] = rl_promise_fs_read_file(ctx, tpath("missing"), buf, sizeof(buf));
+	in[2] = rl_promise_fs_read_file(ctx, tpath("missing"), buf,
+					sizeof(buf));
 	in[3] = rl_promise_fs_read_file(ctx, path, buf, sizeof(buf));
 	set = rl_all_settled(ctx, in, 4);
 	rl_promise_reject(p[1], -EAGAIN);
@@ -263,8 +264,8 @@ CORE_TEST(promise_comb, array_lives_down_the_chain)
 
 	in[0] = rl_promise_resolved(ctx, V(4));
 	in[1] = rl_promise_resolved(ctx, V(5));
-	p = rl_then(rl_then(rl_all(ctx, in, 2), pass, NULL, NULL), NULL,
-		    NULL, NULL);
+	p = rl_then(rl_then(rl_all(ctx, in, 2), pass, NULL, NULL), NULL, NULL,
+		    NULL);
 	/* Nested: an all() of an all(). */
 	in[0] = rl_promise_resolved(ctx, V(6));
 	outer[0] = rl_all(ctx, in, 1);

@@ -53,8 +53,9 @@ BACKEND_TEST(reliability, low_nofile_limit_queues)
 	loop = tloop(tp);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &t };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16, 0,
-					  tally_cb), 0);
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16,
+					     0, tally_cb),
+			     0);
 	}
 	trun(loop);
 	cr_assert_eq(t.calls, N);
@@ -177,9 +178,10 @@ static void fault_cb(rl_req *req)
 	}
 	if (--f->left > 0)
 		cr_assert_eq(rl_fs_read_file(f->loop, req,
-					  renamed ? f->target : f->resized,
-					  req->buf, req->len,
-					  RL_READ_FILE_GROW, fault_cb), 0);
+					     renamed ? f->target : f->resized,
+					     req->buf, req->len,
+					     RL_READ_FILE_GROW, fault_cb),
+			     0);
 }
 
 BACKEND_TEST(reliability, file_renamed_truncated_and_grown_mid_run)
@@ -203,14 +205,14 @@ BACKEND_TEST(reliability, file_renamed_truncated_and_grown_mid_run)
 	for (int i = 0; i < 2; i++) {
 		f.reqs[i].data = &f;
 		cr_assert_eq(rl_fs_read_file(loop, &f.reqs[i],
-					  i ? m.resized : m.target, NULL, 0,
-					  RL_READ_FILE_GROW, fault_cb), 0);
+					     i ? m.resized : m.target, NULL, 0,
+					     RL_READ_FILE_GROW, fault_cb),
+			     0);
 	}
 	trun(loop);
 	m.stop = 1;
 	pthread_join(th, NULL);
-	cr_assert_eq(f.bad, 0, "%d reads saw a torn or impossible file",
-		     f.bad);
+	cr_assert_eq(f.bad, 0, "%d reads saw a torn or impossible file", f.bad);
 	cr_assert_leq(f.left, 0);
 	for (int i = 0; i < 2; i++)
 		free(f.reqs[i].buf);
@@ -259,7 +261,8 @@ BACKEND_TEST(reliability, eintr_while_waiting)
 	/* Valgrind delivers signals only between the syscalls it knows can
 	 * block, and io_uring_enter is not one of them in 3.19. */
 	if (!getenv("RL_VALGRIND"))
-		cr_assert_gt(alarms, 0, "no signal was delivered during the wait");
+		cr_assert_gt(alarms, 0,
+			     "no signal was delivered during the wait");
 	tclose(loop);
 }
 
@@ -327,9 +330,9 @@ static void soak_start(int slot)
 	S->left--;
 	S->owed[slot] = 1;
 	if (r < 70)
-		ret = rl_fs_read_file(S->loop, &S->reqs[slot],
-				   r < 65 ? S->path : S->missing, S->bufs[slot],
-				   sizeof(S->bufs[slot]), 0, soak_req_cb);
+		ret = rl_fs_read_file(
+			S->loop, &S->reqs[slot], r < 65 ? S->path : S->missing,
+			S->bufs[slot], sizeof(S->bufs[slot]), 0, soak_req_cb);
 	else
 		ret = rl_timer_start(S->loop, &S->timers[slot], r % 2, 0,
 				     soak_timer_cb);
@@ -345,8 +348,7 @@ static void soak_start(int slot)
 	}
 }
 
-BACKEND_TEST(reliability, soak_mixed_requests_with_cancels,
-	     .timeout = 600)
+BACKEND_TEST(reliability, soak_mixed_requests_with_cancels, .timeout = 600)
 {
 	const char *env = getenv("RL_SOAK_N");
 	long n = env ? atol(env) : 1000000;
@@ -415,10 +417,12 @@ BACKEND_TEST(reliability, close_with_fifo_opens_blocked)
 	rl_loop *loop = tloop(tp);
 
 	alarm(20);
-	cr_assert_eq(rl_fs_read_file(loop, &r1, f1, buf, sizeof(buf), 0, tally_cb),
-		     0);
-	cr_assert_eq(rl_fs_open(loop, &r2, f2, O_RDONLY | O_CLOEXEC, 0, tally_cb),
-		     0);
+	cr_assert_eq(
+		rl_fs_read_file(loop, &r1, f1, buf, sizeof(buf), 0, tally_cb),
+		0);
+	cr_assert_eq(
+		rl_fs_open(loop, &r2, f2, O_RDONLY | O_CLOEXEC, 0, tally_cb),
+		0);
 	let_workers_block(loop);
 	cr_assert_eq(t1.calls, 0, "nobody wrote: still waiting");
 	/* An open for reading does not wait for a writer, on any backend
@@ -441,8 +445,8 @@ BACKEND_TEST(reliability, cancel_fifo_open_blocked)
 	rl_loop *loop = tloop(tp);
 
 	alarm(20);
-	cr_assert_eq(rl_fs_read_file(loop, &r, f, buf, sizeof(buf), 0, tally_cb),
-		     0);
+	cr_assert_eq(
+		rl_fs_read_file(loop, &r, f, buf, sizeof(buf), 0, tally_cb), 0);
 	let_workers_block(loop);
 	cr_assert_eq(rl_cancel(loop, &r), 0);
 	trun(loop);
@@ -459,16 +463,16 @@ BACKEND_TEST(reliability, cancel_fifo_open_blocked)
  */
 BACKEND_TEST(reliability, read_file_past_the_cap_is_efbig)
 {
-	static const uint64_t sizes[] = {(1ull << 30) + 1, (2ull << 30) + 1,
-					 (4ull << 30) + 1};
+	static const uint64_t sizes[] = { (1ull << 30) + 1, (2ull << 30) + 1,
+					  (4ull << 30) + 1 };
 	rl_loop *loop = tloop(tp);
 
 	alarm(120);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		char name[32];
 		const char *path;
-		struct tally t = {0};
-		rl_req req = {.data = &t};
+		struct tally t = { 0 };
+		rl_req req = { .data = &t };
 		int fd;
 
 		snprintf(name, sizeof(name), "sparse%zu", i);
@@ -507,8 +511,8 @@ static void fd_exhaustion(const struct tp *tp, int free_fds)
 	const char *path = tfile("fdpressure", 12);
 	static rl_req reqs[N];
 	static char bufs[N][16];
-	struct rlimit rl = {LIMIT, LIMIT};
-	struct tally t = {0};
+	struct rlimit rl = { LIMIT, LIMIT };
+	struct tally t = { 0 };
 	int held[LIMIT], nheld = 0, fails = 0;
 	int64_t want = free_fds ? 12 : -EMFILE;
 	rl_loop *loop;
@@ -529,7 +533,7 @@ static void fd_exhaustion(const struct tp *tp, int free_fds)
 		close(held[--nheld]);
 	alarm(60);
 	for (int i = 0; i < N; i++) {
-		reqs[i] = (rl_req){.data = &t};
+		reqs[i] = (rl_req){ .data = &t };
 		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16,
 					     0, tally_cb),
 			     0);
@@ -561,7 +565,7 @@ BACKEND_TEST(reliability, fd_exhaustion_waits_on_every_backend)
 BACKEND_TEST(reliability, no_fd_at_all_fails_fast)
 {
 	bool direct =
-	    tp->backend == RL_BACKEND_URING && !(tp->flags & RL_NO_DIRECT);
+		tp->backend == RL_BACKEND_URING && !(tp->flags & RL_NO_DIRECT);
 
 	if (direct)
 		cr_skip_test("direct descriptors take no fd");

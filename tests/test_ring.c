@@ -68,7 +68,7 @@ static void *poster(void *arg)
  */
 static void post_with_full_sq(const struct tp *tp, unsigned entries, int n)
 {
-	struct full f = {0};
+	struct full f = { 0 };
 	struct rl_options opt;
 	pthread_t th;
 	rl_loop *loop;
@@ -147,8 +147,8 @@ BACKEND_TEST(ring, ring_too_small_is_refused)
 
 	alarm(20);
 	for (unsigned entries = 1; entries <= 4; entries++) {
-		struct seen s = {0};
-		rl_req req = {.data = &s};
+		struct seen s = { 0 };
+		rl_req req = { .data = &s };
 		char buf[16];
 
 		rl_options_init(&opt);
@@ -178,13 +178,13 @@ BACKEND_TEST(ring, ring_too_small_is_refused)
  * entries above 65536) are clamped, not refused. */
 BACKEND_TEST(ring, ring_too_large_is_clamped)
 {
-	static const unsigned sizes[] = {4096, 8192, 32768, 65536, 1u << 20};
+	static const unsigned sizes[] = { 4096, 8192, 32768, 65536, 1u << 20 };
 	const char *path = tfile("large", 12);
 	struct rl_options opt;
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		struct seen s = {0};
-		rl_req req = {.data = &s};
+		struct seen s = { 0 };
+		rl_req req = { .data = &s };
 		char buf[16];
 		rl_loop *loop = NULL;
 		int ret;
@@ -235,12 +235,12 @@ static void cancel_with_full_sq(const struct tp *tp, unsigned flags)
 	cr_assert_eq(ret, 0, "%s", rl_strerror(ret));
 	alarm(30);
 	for (int round = 0; round < ROUNDS; round++) {
-		struct seen s[N] = {{0}};
+		struct seen s[N] = { { 0 } };
 		rl_req reqs[N];
 		char bufs[N][4];
 
 		for (int i = 0; i < N; i++) {
-			reqs[i] = (rl_req){.data = &s[i]};
+			reqs[i] = (rl_req){ .data = &s[i] };
 			cr_assert_eq(rl_fs_read(loop, &reqs[i], p[i][0],
 						bufs[i], sizeof(bufs[i]), -1,
 						seen_cb),

@@ -105,10 +105,11 @@ static void *writer_main(void *arg)
 static void fifo_read_file_whole(const struct tp *tp, bool grow)
 {
 	const char *fifo = make_fifo("hello");
-	struct writer w = {
-	    .path = fifo, .parts = {"hello", " world"}, .pause_ms = 100};
-	struct seen s = {0};
-	rl_req req = {.data = &s};
+	struct writer w = { .path = fifo,
+			    .parts = { "hello", " world" },
+			    .pause_ms = 100 };
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
 	char buf[64];
 	pthread_t th;
 	rl_loop *loop = tloop(tp);
@@ -186,17 +187,17 @@ static void closed_read_cb(rl_req *req)
 	cr_assert_eq(req->result, 3, "got %lld", (long long)req->result);
 	rl_timer_init(&c->timer);
 	c->timer.data = c;
-	cr_assert_eq(rl_timer_start(req->loop, &c->timer, 50, 0,
-				    closed_timer_cb),
-		     0);
+	cr_assert_eq(
+		rl_timer_start(req->loop, &c->timer, 50, 0, closed_timer_cb),
+		0);
 }
 
 BACKEND_TEST(special, read_file_closes_its_file_before_the_loop_sleeps)
 {
 	const char *fifo = make_fifo("closed");
-	struct writer w = {.path = fifo, .parts = {"abc"}};
-	struct closed_check c = {.fifo = fifo, .open_errno = -1};
-	rl_req req = {.data = &c};
+	struct writer w = { .path = fifo, .parts = { "abc" } };
+	struct closed_check c = { .fifo = fifo, .open_errno = -1 };
+	rl_req req = { .data = &c };
 	char buf[16];
 	pthread_t th;
 	rl_loop *loop = tloop(tp);
@@ -235,9 +236,10 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
 	for (int i = 0; i < ROUNDS; i++) {
 		char name[32];
 		const char *fifo;
-		struct writer w = {.parts = {"ab", "cd", "ef"}, .pause_ms = 2};
-		struct seen s = {0};
-		rl_req req = {.data = &s};
+		struct writer w = { .parts = { "ab", "cd", "ef" },
+				    .pause_ms = 2 };
+		struct seen s = { 0 };
+		rl_req req = { .data = &s };
 		char buf[64];
 		pthread_t th;
 
@@ -269,15 +271,16 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
 BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
 {
 	const char *fifo = make_fifo("wait-reader");
-	struct seen s = {0};
-	rl_req req = {.data = &s};
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
 	char buf[8];
 	int rd;
 	rl_loop *loop = tloop(tp);
 
 	alarm(20);
 	cr_assert_eq(
-	    rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+		rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, seen_cb),
+		0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	sleep_ms(50);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -301,15 +304,15 @@ BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
 BACKEND_TEST(special, open_fifo_for_writing_cancelled)
 {
 	const char *f1 = make_fifo("nobody1"), *f2 = make_fifo("nobody2");
-	struct seen s1 = {0}, s2 = {0};
-	rl_req r1 = {.data = &s1}, r2 = {.data = &s2};
+	struct seen s1 = { 0 }, s2 = { 0 };
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
 	alarm(20);
 	cr_assert_eq(
-	    rl_fs_open(loop, &r1, f1, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+		rl_fs_open(loop, &r1, f1, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
 	cr_assert_eq(
-	    rl_fs_open(loop, &r2, f2, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+		rl_fs_open(loop, &r2, f2, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	sleep_ms(50);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -353,8 +356,10 @@ static void opened_cb(rl_req *req)
 BACKEND_TEST(special, read_after_open_of_fifo_waits_for_the_writer)
 {
 	const char *fifo = make_fifo("late-writer");
-	struct writer w = {.path = fifo, .delay_ms = 100, .parts = {"data"}};
-	struct open_then_read o = {0};
+	struct writer w = { .path = fifo,
+			    .delay_ms = 100,
+			    .parts = { "data" } };
+	struct open_then_read o = { 0 };
 	pthread_t th;
 	rl_loop *loop = tloop(tp);
 
@@ -362,9 +367,9 @@ BACKEND_TEST(special, read_after_open_of_fifo_waits_for_the_writer)
 	o.loop = loop;
 	o.oreq.data = &o;
 	o.rreq.data = &o.read;
-	cr_assert_eq(
-	    rl_fs_open(loop, &o.oreq, fifo, O_RDONLY | O_CLOEXEC, 0, opened_cb),
-	    0);
+	cr_assert_eq(rl_fs_open(loop, &o.oreq, fifo, O_RDONLY | O_CLOEXEC, 0,
+				opened_cb),
+		     0);
 	cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
 	TRUN_UNTIL(loop, o.read.calls);
 	pthread_join(th, NULL);
@@ -394,16 +399,16 @@ BACKEND_TEST(special, cancelled_stream_read_keeps_its_bytes)
 
 	alarm(30);
 	for (int i = 0; i < ROUNDS; i++) {
-		struct seen s = {0};
-		rl_req req = {.data = &s};
+		struct seen s = { 0 };
+		rl_req req = { .data = &s };
 		char buf[16], rest[16];
 		ssize_t left;
 		int p[2], ret;
 
 		cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
-		cr_assert_eq(
-		    rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, seen_cb),
-		    0);
+		cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1,
+					seen_cb),
+			     0);
 		cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 		cr_assert_eq(write(p[1], "abc", 3), 3);
 		/* Give the kernel (or a worker) time to do the read. */
@@ -435,8 +440,8 @@ BACKEND_TEST(special, cancelled_stream_read_keeps_its_bytes)
  * it reads what comes next, as io_uring does. */
 BACKEND_TEST(special, read_offset_on_a_pipe_is_ignored)
 {
-	struct seen s = {0};
-	rl_req req = {.data = &s};
+	struct seen s = { 0 };
+	rl_req req = { .data = &s };
 	char buf[16];
 	int p[2];
 	rl_loop *loop;
@@ -445,7 +450,8 @@ BACKEND_TEST(special, read_offset_on_a_pipe_is_ignored)
 	loop = tloop(tp);
 	cr_assert_eq(write(p[1], "abc", 3), 3);
 	cr_assert_eq(
-	    rl_fs_read(loop, &req, p[0], buf, sizeof(buf), 100, seen_cb), 0);
+		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), 100, seen_cb),
+		0);
 	trun(loop);
 	cr_assert_eq(s.result, 3, "got %lld (%s)", (long long)s.result,
 		     rl_strerror((int)s.result));
@@ -488,11 +494,11 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 {
 	enum { FIFOS = 3, OPENS = 2, QUICK = 20 };
 	const char *path = keep_path(tfile("quick", 12));
-	struct seen fs[FIFOS + OPENS] = {{0}};
+	struct seen fs[FIFOS + OPENS] = { { 0 } };
 	rl_req freqs[FIFOS + OPENS], quick[QUICK];
 	char fbuf[FIFOS][16], qbuf[QUICK][16];
 	struct statx stx[QUICK];
-	struct starve st = {QUICK, false};
+	struct starve st = { QUICK, false };
 	rl_timer timer;
 	struct rl_options opt;
 	rl_loop *loop;
@@ -505,24 +511,25 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 		char name[32];
 
 		snprintf(name, sizeof(name), "blocked%d", i);
-		freqs[i] = (rl_req){.data = &fs[i]};
+		freqs[i] = (rl_req){ .data = &fs[i] };
 		if (i < FIFOS)
-			cr_assert_eq(rl_fs_read_file(
-					 loop, &freqs[i], make_fifo(name),
-					 fbuf[i], sizeof(fbuf[i]), 0, seen_cb),
+			cr_assert_eq(rl_fs_read_file(loop, &freqs[i],
+						     make_fifo(name), fbuf[i],
+						     sizeof(fbuf[i]), 0,
+						     seen_cb),
 				     0);
 		else
 			cr_assert_eq(
-			    rl_fs_open(loop, &freqs[i], make_fifo(name),
-				       O_WRONLY | O_CLOEXEC, 0, seen_cb),
-			    0);
+				rl_fs_open(loop, &freqs[i], make_fifo(name),
+					   O_WRONLY | O_CLOEXEC, 0, seen_cb),
+				0);
 	}
 	/* Let them reach the workers (or the kernel) first. */
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	sleep_ms(50);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	for (int i = 0; i < QUICK; i++) {
-		quick[i] = (rl_req){.data = &st};
+		quick[i] = (rl_req){ .data = &st };
 		if (i % 2)
 			cr_assert_eq(rl_fs_stat(loop, &quick[i], path, &stx[i],
 						starve_cb),
@@ -561,8 +568,8 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
  * cap, instead of spinning or allocating without end. */
 BACKEND_TEST(special, char_devices)
 {
-	struct seen s1 = {0}, s2 = {0}, s3 = {0};
-	rl_req r1 = {.data = &s1}, r2 = {.data = &s2}, r3 = {.data = &s3};
+	struct seen s1 = { 0 }, s2 = { 0 }, s3 = { 0 };
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 }, r3 = { .data = &s3 };
 	char buf[16];
 	rl_loop *loop = tloop(tp);
 

@@ -56,7 +56,8 @@ static double tasks_ms(int print)
 
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/schedstat", e->d_name);
+		snprintf(p, sizeof(p), "/proc/self/task/%s/schedstat",
+			 e->d_name);
 		f = fopen(p, "r");
 		if (f) {
 			if (fscanf(f, "%llu", &ns) != 1)

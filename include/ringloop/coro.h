@@ -131,9 +131,9 @@ int rl_coro_pool_open(rl_coro_pool **out, size_t guard_size);
 int rl_coro_pool_close(rl_coro_pool *pool);
 
 struct rl_coro_pool_stats {
-	size_t mapped;	/* stacks mapped now */
-	size_t idle;	/* ... of which waiting in the pool */
-	uint64_t maps;	/* mmap calls made so far */
+	size_t mapped;	 /* stacks mapped now */
+	size_t idle;	 /* ... of which waiting in the pool */
+	uint64_t maps;	 /* mmap calls made so far */
 	uint64_t reuses; /* stacks handed out again without a mmap */
 };
 
@@ -146,8 +146,8 @@ void rl_coro_pool_stats(const rl_coro_pool *pool,
 #define RL_CORO_START_WINDOW 256
 
 struct rl_coro_ctx_options {
-	size_t stack_size;   /* default for spawn; 0 = RL_CORO_STACK_DEFAULT */
-	rl_coro_pool *pool;  /* shared pool, or NULL for a private one */
+	size_t stack_size;  /* default for spawn; 0 = RL_CORO_STACK_DEFAULT */
+	rl_coro_pool *pool; /* shared pool, or NULL for a private one */
 	/* Start pacing: a coroutine due to start while this many coroutines
 	 * of the scheduler wait for requests starts when one of those
 	 * requests completes instead (coroutines already running never
@@ -158,7 +158,7 @@ struct rl_coro_ctx_options {
 /* Opens the coroutine scheduler of loop (one per loop is enough; opt may
  * be NULL). Returns 0 and sets *out, or -errno. */
 int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
-		       const struct rl_coro_ctx_options *opt);
+		     const struct rl_coro_ctx_options *opt);
 
 /*
  * Frees the scheduler, its stacks and its handles, when no coroutine is
@@ -173,19 +173,18 @@ rl_loop *rl_coro_ctx_loop(const rl_coro_ctx *sched);
 struct rl_coro_ctx_stats {
 	uint64_t spawned;
 	uint64_t finished;
-	size_t alive;	 /* spawned and not finished */
-	size_t handles;	 /* handles not yet joined, detached or freed */
+	size_t alive;	/* spawned and not finished */
+	size_t handles; /* handles not yet joined, detached or freed */
 };
 
-void rl_coro_ctx_stats(const rl_coro_ctx *sched,
-			 struct rl_coro_ctx_stats *out);
+void rl_coro_ctx_stats(const rl_coro_ctx *sched, struct rl_coro_ctx_stats *out);
 
 /* -------------------------------------------------------------- spawning */
 
 struct rl_coro_options {
-	size_t stack_size;  /* usable bytes; 0 = the scheduler's default;
+	size_t stack_size; /* usable bytes; 0 = the scheduler's default;
 			     * rounded up to whole pages */
-	const char *name;   /* for the overflow message; kept, not copied */
+	const char *name;  /* for the overflow message; kept, not copied */
 };
 
 /*
@@ -201,8 +200,8 @@ struct rl_coro_options {
  * -EINVAL, -ENOMEM (no memory for its handle), -ECANCELED (scheduler
  * closing).
  */
-int rl_coro_spawn(rl_coro_ctx *sched, rl_coro **out, rl_coro_fn fn,
-		  void *arg, const struct rl_coro_options *opt);
+int rl_coro_spawn(rl_coro_ctx *sched, rl_coro **out, rl_coro_fn fn, void *arg,
+		  const struct rl_coro_options *opt);
 
 /* Frees the handle when the coroutine is done, else when it finishes.
  * Returns 0, or -EINVAL when co is joined or detached already. */
@@ -267,8 +266,7 @@ int64_t rl_coro_fs_readv(int fd, const struct iovec *iov, unsigned iovcnt,
 			 int64_t offset);
 int64_t rl_coro_fs_read_fixed(int fd, void *buf, size_t len, int64_t offset,
 			      unsigned index);
-int64_t rl_coro_fs_write(int fd, const void *buf, size_t len,
-			 int64_t offset);
+int64_t rl_coro_fs_write(int fd, const void *buf, size_t len, int64_t offset);
 int64_t rl_coro_fs_writev(int fd, const struct iovec *iov, unsigned iovcnt,
 			  int64_t offset);
 int64_t rl_coro_fs_write_fixed(int fd, const void *buf, size_t len,

@@ -50,7 +50,7 @@ extern "C" {
 #define RL_VERSION_MINOR 2
 #define RL_VERSION_PATCH 0
 /* 0xMMmmpp, as rl_version() returns it. */
-#define RL_VERSION_HEX                                                     \
+#define RL_VERSION_HEX \
 	((RL_VERSION_MAJOR << 16) | (RL_VERSION_MINOR << 8) | RL_VERSION_PATCH)
 
 typedef struct rl_loop rl_loop;
@@ -76,20 +76,20 @@ enum rl_backend_kind {
 
 /* Knobs for kernel experiments. All are off by default. */
 enum rl_flags {
-	RL_SQPOLL = 1u << 0,	     /* io_uring: kernel thread polls the SQ */
-	RL_SINGLE_ISSUER = 1u << 1,  /* io_uring: IORING_SETUP_SINGLE_ISSUER */
-	RL_DEFER_TASKRUN = 1u << 2,  /* io_uring: IORING_SETUP_DEFER_TASKRUN */
-	RL_COOP_TASKRUN = 1u << 3,   /* io_uring: IORING_SETUP_COOP_TASKRUN */
-	RL_REGISTER_RING = 1u << 4,  /* io_uring: register the ring fd */
-	RL_NO_LINK = 1u << 5,	     /* io_uring: read_file as 3 round trips */
-	RL_NO_DIRECT = 1u << 6,	     /* io_uring: plain fds, not direct ones */
-	RL_NO_INLINE = 1u << 7,	     /* epoll: no inline fast path, pool only */
-	RL_SEND_ZC = 1u << 8,	     /* io_uring: every rl_net_send() is a
+	RL_SQPOLL = 1u << 0,	    /* io_uring: kernel thread polls the SQ */
+	RL_SINGLE_ISSUER = 1u << 1, /* io_uring: IORING_SETUP_SINGLE_ISSUER */
+	RL_DEFER_TASKRUN = 1u << 2, /* io_uring: IORING_SETUP_DEFER_TASKRUN */
+	RL_COOP_TASKRUN = 1u << 3,  /* io_uring: IORING_SETUP_COOP_TASKRUN */
+	RL_REGISTER_RING = 1u << 4, /* io_uring: register the ring fd */
+	RL_NO_LINK = 1u << 5,	    /* io_uring: read_file as 3 round trips */
+	RL_NO_DIRECT = 1u << 6,	    /* io_uring: plain fds, not direct ones */
+	RL_NO_INLINE = 1u << 7,	    /* epoll: no inline fast path, pool only */
+	RL_SEND_ZC = 1u << 8,	    /* io_uring: every rl_net_send() is a
 				      * zero-copy IORING_OP_SEND_ZC */
-	RL_FORCE_ASYNC = 1u << 9,    /* io_uring: IOSQE_ASYNC on every file
+	RL_FORCE_ASYNC = 1u << 9,   /* io_uring: IOSQE_ASYNC on every file
 				      * request, so io-wq workers run them
 				      * (see iowq_max for their number) */
-	RL_IOPOLL = 1u << 10,	     /* io_uring: IORING_SETUP_IOPOLL. Only
+	RL_IOPOLL = 1u << 10,	    /* io_uring: IORING_SETUP_IOPOLL. Only
 				      * reads and writes of O_DIRECT fds work
 				      * on such a ring: the kernel refuses
 				      * every other request (an open too)
@@ -103,8 +103,8 @@ enum rl_flags {
 #define RL_READ_FILE_MAX_DEFAULT ((size_t)1 << 30)
 
 struct rl_options {
-	int backend;		/* enum rl_backend_kind */
-	unsigned flags;		/* enum rl_flags */
+	int backend;	/* enum rl_backend_kind */
+	unsigned flags; /* enum rl_flags */
 	/* io_uring SQ entries; 0 = 256. At least 4 (a linked read_file
 	 * takes 3 SQEs at once, and the wake-up one more): smaller fails
 	 * with -EINVAL. Sizes above
@@ -112,16 +112,16 @@ struct rl_options {
 	 * the kernel cannot allocate the default ring (ENOMEM), smaller
 	 * ones are tried, down to 16 entries. */
 	unsigned entries;
-	unsigned cq_entries;	/* io_uring CQ entries; 0 = 16 * entries */
-	unsigned direct_slots;	/* direct descriptor table; 0 = 1024 */
-	unsigned iowq_max;	/* io-wq worker cap (bounded and unbounded);
+	unsigned cq_entries;	 /* io_uring CQ entries; 0 = 16 * entries */
+	unsigned direct_slots;	 /* direct descriptor table; 0 = 1024 */
+	unsigned iowq_max;	 /* io-wq worker cap (bounded and unbounded);
 				 * 0 = the kernel's default */
 	unsigned sqpoll_idle_ms; /* SQPOLL thread idle time; 0 = 1000 */
-	unsigned pool_threads;	/* epoll: thread pool size; 0 = CPU count */
-	unsigned net_bufs;	/* buffers the loop provides to stream
+	unsigned pool_threads;	 /* epoll: thread pool size; 0 = CPU count */
+	unsigned net_bufs;	 /* buffers the loop provides to stream
 				 * receives (a power of two, at most 32768);
 				 * 0 = 256 */
-	unsigned net_buf_size;	/* size of each of them; 0 = 4096 */
+	unsigned net_buf_size;	 /* size of each of them; 0 = 4096 */
 	/* The largest buffer a read_file with RL_READ_FILE_GROW may grow
 	 * to; a file that does not fit fails with -EFBIG. 0 =
 	 * RL_READ_FILE_MAX_DEFAULT (1 GiB). The buffer grows with what was
@@ -142,7 +142,7 @@ struct rl_options {
 	 * until the system call ends by itself.
 	 */
 	int pool_signal;
-	unsigned submit_batch;	/* io_uring: submit as soon as this many
+	unsigned submit_batch; /* io_uring: submit as soon as this many
 				 * SQEs wait, rather than at the loop's
 				 * next wait (0, the default: one
 				 * io_uring_enter for all). 1 or 2 gets
@@ -322,7 +322,7 @@ enum rl_op {
 	RL_OP_RENAME,
 	RL_OP_FSTAT,
 	RL_OP_WRITE_FILE,
-	RL_OP_ACCEPT,	   /* a stream */
+	RL_OP_ACCEPT, /* a stream */
 	RL_OP_CONNECT,
 	RL_OP_RECV,
 	RL_OP_RECV_STREAM, /* a stream */
@@ -358,7 +358,7 @@ struct rl_req {
 	int64_t result; /* >= 0 or -errno, valid in the callback */
 	rl_req_cb cb;
 	rl_loop *loop;
-	uint8_t op;	/* enum rl_op */
+	uint8_t op; /* enum rl_op */
 
 	/* Arguments, kept as submitted. For read_file, buf and len describe
 	 * the data in the callback (buf may have been grown); for readv and
@@ -400,7 +400,7 @@ void rl_req_init(rl_req *req);
  * writer.
  */
 int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
-	    unsigned mode, rl_req_cb cb);
+	       unsigned mode, rl_req_cb cb);
 
 /*
  * Reads up to len bytes at offset (or at the fd's position when offset is
@@ -414,7 +414,7 @@ int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
  * (result > 0) rather than -ECANCELED: they are gone from the stream.
  */
 int rl_fs_read(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
-	    int64_t offset, rl_req_cb cb);
+	       int64_t offset, rl_req_cb cb);
 
 /* Closes fd; result 0 or -errno. -ECANCELED (cancelled, or the loop
  * closed, before the close ran) leaves fd open: it is still the caller's.
@@ -424,7 +424,7 @@ int rl_fs_close(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb);
 
 /* statx() of path (following symlinks), basic stats, into *stx. */
 int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
-	    rl_req_cb cb);
+	       rl_req_cb cb);
 
 /*
  * Reads the whole file at path to end of file. Without RL_READ_FILE_GROW,
@@ -438,7 +438,7 @@ int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
  * result, however it arrived.
  */
 int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
-		 size_t len, unsigned flags, rl_req_cb cb);
+		    size_t len, unsigned flags, rl_req_cb cb);
 
 /* ------------------------------------------------------ writing to files */
 
@@ -470,8 +470,8 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
  */
 
 /* Writes len bytes at offset (-1: the file position); result is len. */
-int rl_fs_write(rl_loop *loop, rl_req *req, int fd, const void *buf,
-		size_t len, int64_t offset, rl_req_cb cb);
+int rl_fs_write(rl_loop *loop, rl_req *req, int fd, const void *buf, size_t len,
+		int64_t offset, rl_req_cb cb);
 
 /*
  * Vectored reads and writes: iovcnt buffers (at most IOV_MAX, 1024; iov
@@ -504,11 +504,10 @@ int rl_fs_writev(rl_loop *loop, rl_req *req, int fd, const struct iovec *iov,
  */
 int rl_loop_register_buffers(rl_loop *loop, const struct iovec *iov,
 			     unsigned n);
-int rl_fs_read_fixed(rl_loop *loop, rl_req *req, int fd, void *buf,
-		     size_t len, int64_t offset, unsigned index, rl_req_cb cb);
+int rl_fs_read_fixed(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
+		     int64_t offset, unsigned index, rl_req_cb cb);
 int rl_fs_write_fixed(rl_loop *loop, rl_req *req, int fd, const void *buf,
-		      size_t len, int64_t offset, unsigned index,
-		      rl_req_cb cb);
+		      size_t len, int64_t offset, unsigned index, rl_req_cb cb);
 
 /* rl_fs_fsync() flags */
 enum rl_fsync_flags {
@@ -539,8 +538,8 @@ int rl_fs_mkdir(rl_loop *loop, rl_req *req, const char *path, unsigned mode,
 
 /* renameat2() of from to to; flags 0 (replace to if it exists, as
  * rename() does), or RENAME_NOREPLACE, RENAME_EXCHANGE; result 0. */
-int rl_fs_rename(rl_loop *loop, rl_req *req, const char *from,
-		 const char *to, unsigned flags, rl_req_cb cb);
+int rl_fs_rename(rl_loop *loop, rl_req *req, const char *from, const char *to,
+		 unsigned flags, rl_req_cb cb);
 
 /* statx() of the open file fd into *stx; result 0. It asks for the basic
  * stats and STATX_DIOALIGN (Linux 6.1): stx->stx_mask says which came. */
@@ -564,8 +563,8 @@ enum rl_write_file_flags {
  * single submission; on epoll, one job of the thread pool.
  */
 int rl_fs_write_file(rl_loop *loop, rl_req *req, const char *path,
-		     const void *buf, size_t len, unsigned flags,
-		     unsigned mode, rl_req_cb cb);
+		     const void *buf, size_t len, unsigned flags, unsigned mode,
+		     rl_req_cb cb);
 
 /*
  * Cancels a request in flight: its callback runs with -ECANCELED, or with
@@ -597,9 +596,9 @@ struct rl_timer {
 	/* private */
 	uint64_t due_ns;
 	uint64_t repeat_ns;
-	uint64_t seq;	  /* FIFO order among equal deadlines */
-	uint32_t index;	  /* position in the heap */
-	uint32_t state;	  /* RL__TIMER_* */
+	uint64_t seq;	     /* FIFO order among equal deadlines */
+	uint32_t index;	     /* position in the heap */
+	uint32_t state;	     /* RL__TIMER_* */
 	struct rl_link link; /* cancelled-timer queue */
 };
 
@@ -806,14 +805,13 @@ enum rl_send_flags {
  * comes when the kernel has let go of buf: for a cancelled send whose
  * data the peer has not read, that is when the connection goes away.
  */
-int rl_net_send(rl_loop *loop, rl_req *req, int fd, const void *buf,
-		size_t len, unsigned flags, rl_req_cb cb);
+int rl_net_send(rl_loop *loop, rl_req *req, int fd, const void *buf, size_t len,
+		unsigned flags, rl_req_cb cb);
 
 /* shutdown(2) of fd: how is SHUT_RD, SHUT_WR or SHUT_RDWR. result 0 or
  * -errno (-ENOTCONN). After SHUT_WR the peer reads the end of the stream
  * once it has read what was sent before. */
-int rl_net_shutdown(rl_loop *loop, rl_req *req, int fd, int how,
-		    rl_req_cb cb);
+int rl_net_shutdown(rl_loop *loop, rl_req *req, int fd, int how, rl_req_cb cb);
 
 /* In a callback: nonzero when more callbacks of this request follow (a
  * stream's item), 0 in a request's final (or only) callback. */
@@ -835,8 +833,8 @@ int rl_net_udp(const struct rl_addr *addr, unsigned flags);
  * of sends. Meant for datagram sockets: on a stream socket the count may be
  * short, where rl_net_send() would go on.
  */
-int rl_net_sendmsg(rl_loop *loop, rl_req *req, int fd,
-		   const struct msghdr *msg, rl_req_cb cb);
+int rl_net_sendmsg(rl_loop *loop, rl_req *req, int fd, const struct msghdr *msg,
+		   rl_req_cb cb);
 
 /*
  * One recvmsg(2) into msg, waiting for a datagram: result is its size, 0
@@ -863,7 +861,8 @@ struct rl_post {
 	struct rl_post *next; /* private */
 };
 
-int rl_post(rl_loop *loop, struct rl_post *post, void (*cb)(struct rl_post *post));
+int rl_post(rl_loop *loop, struct rl_post *post,
+	    void (*cb)(struct rl_post *post));
 
 /* --------------------------------------------------------------- microtasks */
 

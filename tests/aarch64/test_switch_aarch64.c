@@ -18,16 +18,16 @@
 
 static int passed, failed;
 
-#define CHECK(cond, ...)                                                   \
-	do {                                                               \
-		if (cond) {                                                \
-			passed++;                                          \
-		} else {                                                   \
-			failed++;                                          \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);        \
-			printf(__VA_ARGS__);                               \
-			printf("\n");                                      \
-		}                                                          \
+#define CHECK(cond, ...)                                            \
+	do {                                                        \
+		if (cond) {                                         \
+			passed++;                                   \
+		} else {                                            \
+			failed++;                                   \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__);                        \
+			printf("\n");                               \
+		}                                                   \
 	} while (0)
 
 static void *main_sp, *co_sp;
@@ -38,8 +38,7 @@ static void *main_sp, *co_sp;
  * (then restores the caller's). clobber_switch(save, to) fills the same
  * registers with garbage and switches: the other side.
  */
-__asm__(
-	"	.text\n"
+__asm__("	.text\n"
 	"	.p2align 4\n"
 	"regs_switch:\n"
 	"	sub sp, sp, #176\n"
@@ -139,7 +138,8 @@ static void test_registers(void)
 			if (got[11 + i] != (uint64_t)(8 + i))
 				bad++;
 	}
-	CHECK(bad == 0, "%d callee-saved registers lost (x19-x29, d8-d15)", bad);
+	CHECK(bad == 0, "%d callee-saved registers lost (x19-x29, d8-d15)",
+	      bad);
 }
 
 static uint64_t trips;
@@ -150,7 +150,8 @@ static void echo_entry(void *arg)
 
 	for (;;) {
 		trips++;
-		v = (uintptr_t)rl__coro_switch(&co_sp, main_sp, (void *)(v + 1));
+		v = (uintptr_t)rl__coro_switch(&co_sp, main_sp,
+					       (void *)(v + 1));
 	}
 }
 
@@ -170,7 +171,8 @@ static void test_round_trips(void)
 				      : rl__coro_switch(&main_sp, co_sp,
 							(void *)i)) != i + 1)
 			bad++;
-	CHECK(bad == 0, "%lu round trips carried a wrong value", (unsigned long)bad);
+	CHECK(bad == 0, "%lu round trips carried a wrong value",
+	      (unsigned long)bad);
 	CHECK(trips == 1000001, "trips %lu", (unsigned long)trips);
 }
 
@@ -189,7 +191,8 @@ static void ping(void *arg)
 	for (int i = 0; i < 10; i++) {
 		log_buf[log_len++] = 'a';
 		a *= 2.0;
-		rl__coro_switch(&sp_a, main_sp, (void *)(intptr_t)(a == (double)(1 << i)));
+		rl__coro_switch(&sp_a, main_sp,
+				(void *)(intptr_t)(a == (double)(1 << i)));
 	}
 	for (;;)
 		rl__coro_switch(&sp_a, main_sp, (void *)2);
@@ -203,7 +206,8 @@ static void pong(void *arg)
 	for (int i = 0; i < 10; i++) {
 		log_buf[log_len++] = 'b';
 		b += 0.25;
-		rl__coro_switch(&sp_b, main_sp, (void *)(intptr_t)(b == 3.0 + 0.25 * (i + 1)));
+		rl__coro_switch(&sp_b, main_sp,
+				(void *)(intptr_t)(b == 3.0 + 0.25 * (i + 1)));
 	}
 	for (;;)
 		rl__coro_switch(&sp_b, main_sp, (void *)2);

@@ -169,8 +169,8 @@ static void op(uint8_t b, uint8_t arg)
 		break;
 	case 4:
 		ret = rl_fs_read(F.loop, r, F.fds[i] >= 0 ? F.fds[i] : 1000 + i,
-			      F.bufs[i], arg % 65, arg % 2 ? -1 : arg,
-			      req_cb);
+				 F.bufs[i], arg % 65, arg % 2 ? -1 : arg,
+				 req_cb);
 		accepted_req = 1;
 		break;
 	case 5:
@@ -216,7 +216,8 @@ static void op(uint8_t b, uint8_t arg)
 	}
 	if (accepted_req) {
 		if (ret == 0) {
-			check(F.owed_req[i] == 0, "accepted a request in flight");
+			check(F.owed_req[i] == 0,
+			      "accepted a request in flight");
 			F.owed_req[i] = 1;
 		} else {
 			check(ret < 0, "submit returned > 0");
