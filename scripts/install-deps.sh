@@ -8,6 +8,7 @@
 #                                      aarch64 cross compiler (CI, fuzzing)
 #   scripts/install-deps.sh --fio      also fio (make bench-fio)
 #   scripts/install-deps.sh --net      also wrk, nginx (light) and curl
+#   scripts/install-deps.sh --node     also nodejs and npm (make bench-peers)
 set -eu
 
 need=(liburing-dev libcriterion-dev pkg-config gnuplot-nox g++)
@@ -16,6 +17,7 @@ if [ "${1:-}" = "--extra" ]; then
 fi
 [ "${1:-}" = "--fio" ] && need+=(fio)
 [ "${1:-}" = "--net" ] && need+=(wrk nginx-light curl)
+[ "${1:-}" = "--node" ] && need+=(nodejs npm)
 
 missing=()
 for p in "${need[@]}"; do

@@ -34,7 +34,12 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-command -v node >/dev/null || { echo "peers.sh: node not found (apt-get install nodejs npm)" >&2; exit 1; }
+# node is the one peer that must be there: Debian's nodejs and npm when it
+# is missing (scripts/install-deps.sh --node).
+if ! command -v node >/dev/null; then
+	scripts/install-deps.sh --node
+	command -v node >/dev/null || { echo "peers.sh: node not found (apt-get install nodejs npm)" >&2; exit 1; }
+fi
 [ -x bench/ringbench ] || make --no-print-directory bench-build
 
 case "$(uname -m)" in
