@@ -208,8 +208,12 @@ BACKEND_TEST(special, read_file_closes_its_file_before_the_loop_sleeps)
 	cr_assert_eq(rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf), 0,
 				     closed_read_cb),
 		     0);
-	trun(loop);
+	/* The writer thread must run while the read waits (TRUN_UNTIL says
+	 * why); once it is done, nothing but the loop has to act, and the
+	 * loop sleeps on the timer as it would. */
+	TRUN_UNTIL(loop, c.calls == 1);
 	pthread_join(th, NULL);
+	trun(loop);
 	alarm(0);
 	cr_assert_eq(c.calls, 1);
 	cr_assert_eq(c.timer_calls, 1);
