@@ -121,9 +121,9 @@ int bench_tpc_run(struct bench_ctx *ctx)
 struct rtt {
 	rl_group *g;
 	struct rl_post ping, pong;
-	unsigned left, i;
+	unsigned left;
 	uint64_t t0;
-	uint64_t *ns;
+	struct bench_hist lat; /* the cells' histogram: no array to sort */
 };
 
 static void pong_cb(struct rl_post *post);
@@ -142,20 +142,13 @@ static void pong_cb(struct rl_post *post)
 	struct rtt *r = post->data;
 	uint64_t now = bench_now_ns();
 
-	r->ns[r->i++] = now - r->t0;
+	bench_hist_add(&r->lat, now - r->t0);
 	if (--r->left == 0) {
 		rl_unref(rl_group_loop(r->g, 0));
 		return;
 	}
 	r->t0 = bench_now_ns();
 	rl_post(rl_group_loop(r->g, 1), &r->ping, ping_cb);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 int bench_msg_rtt(int backend, int wake, unsigned iterations, double *p50_us,
@@ -172,11 +165,7 @@ int bench_msg_rtt(int backend, int wake, unsigned iterations, double *p50_us,
 	ret = rl_group_open(&r.g, &go);
 	if (ret < 0)
 		return ret;
-	r.ns = calloc(iterations, sizeof(*r.ns));
-	if (!r.ns) {
-		rl_group_close(r.g);
-		return -ENOMEM;
-	}
+	bench_hist_reset(&r.lat);
 	r.ping.data = r.pong.data = &r;
 	r.left = iterations;
 	rl_ref(rl_group_loop(r.g, 0));
@@ -185,10 +174,8 @@ int bench_msg_rtt(int backend, int wake, unsigned iterations, double *p50_us,
 	ret = rl_run(rl_group_loop(r.g, 0), RL_RUN_DEFAULT);
 	rl_group_close(r.g);
 	if (ret >= 0) {
-		qsort(r.ns, r.i, sizeof(*r.ns), cmp_u64);
-		*p50_us = (double)r.ns[r.i / 2] / 1e3;
-		*p99_us = (double)r.ns[r.i * 99 / 100] / 1e3;
+		*p50_us = (double)bench_hist_percentile(&r.lat, 0.50) / 1e3;
+		*p99_us = (double)bench_hist_percentile(&r.lat, 0.99) / 1e3;
 	}
-	free(r.ns);
 	return ret < 0 ? ret : 0;
 }
