@@ -163,7 +163,6 @@ int bench_raw_uring_rand_open(struct bench_ctx *ctx)
 {
 	const struct rl_options *o = ctx->opt;
 	struct bench_rand *r = ctx->rand;
-	struct io_uring_params p = { 0 };
 	struct rrand *rr = calloc(1, sizeof(*rr));
 	int ret;
 
@@ -171,31 +170,13 @@ int bench_raw_uring_rand_open(struct bench_ctx *ctx)
 		return -ENOMEM;
 	rr->ring.ring_fd = -1;
 	ctx->style_state = rr;
-	if (o->flags & RL_SQPOLL) {
-		p.flags |= IORING_SETUP_SQPOLL;
-		p.sq_thread_idle = o->sqpoll_idle_ms ? o->sqpoll_idle_ms : 1000;
-	}
-	if (o->flags & RL_SINGLE_ISSUER)
-		p.flags |= IORING_SETUP_SINGLE_ISSUER;
-	if (o->flags & RL_DEFER_TASKRUN)
-		p.flags |= IORING_SETUP_DEFER_TASKRUN;
-	if (o->flags & RL_COOP_TASKRUN)
-		p.flags |= IORING_SETUP_COOP_TASKRUN;
-	if (o->flags & RL_IOPOLL)
-		p.flags |= IORING_SETUP_IOPOLL;
 	rr->sqe_flags = (o->flags & RL_FORCE_ASYNC) ? IOSQE_ASYNC : 0;
-	ret = io_uring_queue_init_params(r->qd, &rr->ring, &p);
+	ret = bench_raw_uring_setup(&rr->ring, r->qd, o,
+				    (o->flags & RL_IOPOLL) ? IORING_SETUP_IOPOLL
+							   : 0);
 	if (ret < 0) {
-		rr->ring.ring_fd = -1;
 		bench_raw_uring_rand_close(ctx);
 		return ret;
-	}
-	if (o->flags & RL_REGISTER_RING)
-		ret = io_uring_register_ring_fd(&rr->ring) == 1 ? 0 : -EINVAL;
-	if (ret == 0 && o->iowq_max) {
-		unsigned max[2] = { o->iowq_max, o->iowq_max };
-
-		ret = io_uring_register_iowq_max_workers(&rr->ring, max);
 	}
 	if (ret == 0 && r->fixed) {
 		struct iovec *iov = calloc(r->qd, sizeof(*iov));

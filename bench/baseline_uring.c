@@ -84,10 +84,52 @@ void bench_raw_uring_close(struct bench_ctx *ctx)
 	ctx->style_state = NULL;
 }
 
+/*
+ * A bare ring of entries SQEs with the io_uring knobs of o a hand-written
+ * liburing program has too, mapped as the loop maps them (SQPOLL, single
+ * issuer, DEFER_ and COOP_TASKRUN, plus setup_flags), then the registered
+ * ring fd and the io-wq cap. On failure the ring is torn down and its fd
+ * is -1, so that the caller's close can tell.
+ */
+int bench_raw_uring_setup(struct io_uring *ring, unsigned entries,
+			  const struct rl_options *o, unsigned setup_flags)
+{
+	struct io_uring_params p = { 0 };
+	int ret;
+
+	p.flags = setup_flags;
+	if (o->flags & RL_SQPOLL) {
+		p.flags |= IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = o->sqpoll_idle_ms ? o->sqpoll_idle_ms : 1000;
+	}
+	if (o->flags & RL_SINGLE_ISSUER)
+		p.flags |= IORING_SETUP_SINGLE_ISSUER;
+	if (o->flags & RL_DEFER_TASKRUN)
+		p.flags |= IORING_SETUP_DEFER_TASKRUN;
+	if (o->flags & RL_COOP_TASKRUN)
+		p.flags |= IORING_SETUP_COOP_TASKRUN;
+	ret = io_uring_queue_init_params(entries, ring, &p);
+	if (ret < 0) {
+		ring->ring_fd = -1;
+		return ret;
+	}
+	if (o->flags & RL_REGISTER_RING)
+		ret = io_uring_register_ring_fd(ring) == 1 ? 0 : -EINVAL;
+	if (ret == 0 && o->iowq_max) {
+		unsigned max[2] = { o->iowq_max, o->iowq_max };
+
+		ret = io_uring_register_iowq_max_workers(ring, max);
+	}
+	if (ret < 0) {
+		io_uring_queue_exit(ring);
+		ring->ring_fd = -1;
+	}
+	return ret;
+}
+
 int bench_raw_uring_open(struct bench_ctx *ctx)
 {
 	const struct rl_options *o = ctx->opt;
-	struct io_uring_params p = { 0 };
 	struct raw *r = calloc(1, sizeof(*r));
 	int ret;
 
@@ -104,31 +146,10 @@ int bench_raw_uring_open(struct bench_ctx *ctx)
 		bench_raw_uring_close(ctx);
 		return -ENOMEM;
 	}
-	if (o->flags & RL_SQPOLL) {
-		p.flags |= IORING_SETUP_SQPOLL;
-		p.sq_thread_idle = o->sqpoll_idle_ms ? o->sqpoll_idle_ms : 1000;
-	}
-	if (o->flags & RL_SINGLE_ISSUER)
-		p.flags |= IORING_SETUP_SINGLE_ISSUER;
-	if (o->flags & RL_DEFER_TASKRUN)
-		p.flags |= IORING_SETUP_DEFER_TASKRUN;
-	if (o->flags & RL_COOP_TASKRUN)
-		p.flags |= IORING_SETUP_COOP_TASKRUN;
 	/* Up to four SQEs per chain, two CQEs (read, close) per chain. */
-	ret = io_uring_queue_init_params(4 * r->slots, &r->ring, &p);
-	if (ret < 0) {
-		r->ring.ring_fd = -1;
-		bench_raw_uring_close(ctx);
-		return ret;
-	}
-	ret = io_uring_register_files_sparse(&r->ring, r->slots);
-	if (ret == 0 && (o->flags & RL_REGISTER_RING))
-		ret = io_uring_register_ring_fd(&r->ring) == 1 ? 0 : -EINVAL;
-	if (ret == 0 && o->iowq_max) {
-		unsigned max[2] = { o->iowq_max, o->iowq_max };
-
-		ret = io_uring_register_iowq_max_workers(&r->ring, max);
-	}
+	ret = bench_raw_uring_setup(&r->ring, 4 * r->slots, o, 0);
+	if (ret == 0)
+		ret = io_uring_register_files_sparse(&r->ring, r->slots);
 	if (ret < 0) {
 		bench_raw_uring_close(ctx);
 		return ret;

@@ -172,6 +172,10 @@ int bench_raw_uring_blocking(struct bench_ctx *ctx);
 void bench_raw_uring_close(struct bench_ctx *ctx);
 /* The reads raw-uring keeps in flight in the parallel scenario. */
 unsigned bench_raw_uring_window(const struct bench_ctx *ctx);
+/* A bare ring with the knobs of o (baseline_uring.c): 0 or -errno. */
+struct io_uring;
+int bench_raw_uring_setup(struct io_uring *ring, unsigned entries,
+			  const struct rl_options *o, unsigned setup_flags);
 
 /*
  * The limits of randread and randwrite (baseline_rand.c), on ctx->rand:
