@@ -19,10 +19,8 @@
  * That matters without a journal (this project's VM): ext4 then does not
  * reuse an inode freed in the last 60 to 360 seconds, and scans past
  * every such inode of the group for each new file (recently_deleted() in
- * fs/ext4/ialloc.c). Creating 10,000 files where 10,000 were just removed
- * cost 80-400 us a file instead of 25, and a run of 10,000 took 1.5 or
- * 4.6 s instead of 0.25 when a fresh directory without the marker left
- * behind landed in such a group. The empty directories are removed ten
+ * fs/ext4/ialloc.c), which makes each create several times slower
+ * (docs/bench.md, "write": the figures and how they were found). The empty directories are removed ten
  * minutes later, by the next ringbench that starts (storage.h). Other
  * programs' files spill into groups without directories too (a test
  * suite creating and removing thousands of files next door), so a run's

@@ -19,11 +19,10 @@
  * sector and the last word of the block, which must agree with its offset
  * and one generation (a wrong block, a block torn between two writes at
  * any sector, or stale data all show); one read in BENCH_RAND_FULL (and
- * randwrite's read-back), every byte. A whole check of every read was
- * measured to cost 2-3 us a block on this VM (its 64 cache lines come from
- * memory, the device having just written them), which at a depth of 32
- * delayed the next submissions enough to cost 10% of the IOPS; fio checks
- * nothing unless asked.
+ * randwrite's read-back), every byte. A whole check of every read touches
+ * a block's cache lines straight after the device wrote them, and at high
+ * depths that delays the next submissions enough to show in the IOPS
+ * (docs/bench.md has the measurement); fio checks nothing unless asked.
  *
  * A run: rand->qd operations in flight, the lanes. Each lane issues one
  * operation at a random block (bench_rand_issue), and when it completes
