@@ -285,8 +285,7 @@ static void rx_cb_run(rl_req *req)
  * stream; finishes a close. */
 static void conn_task_run(rl_task *task)
 {
-	rl_cb_conn *c =
-		(rl_cb_conn *)((char *)task - offsetof(rl_cb_conn, task));
+	rl_cb_conn *c = RL__CONTAINER(task, rl_cb_conn, task);
 	int ret;
 
 	c->task_queued = false;
@@ -680,8 +679,7 @@ static void acc_cb_run(rl_req *req)
 
 static void server_task_run(rl_task *task)
 {
-	rl_cb_server *srv =
-		(rl_cb_server *)((char *)task - offsetof(rl_cb_server, task));
+	rl_cb_server *srv = RL__CONTAINER(task, rl_cb_server, task);
 
 	srv->task_queued = false;
 	server_maybe_free(srv);
@@ -850,80 +848,60 @@ int rl_cb_net_recvmsg(rl_cb_ctx *cbs, int fd, struct msghdr *msg, rl_cb_fn done,
  * callbacks is refused (-EBUSY) instead of freeing the context under the
  * code that runs after its callback.
  */
+#define RUN_BUSY(cbs, call)               \
+	do {                              \
+		rl_cb_ctx *busy_ = (cbs); \
+		busy_->dispatching++;     \
+		call;                     \
+		busy_->dispatching--;     \
+	} while (0)
+
+static rl_cb_ctx *req_ctx(rl_req *req)
+{
+	return ((struct rl__cb_entry *)req)->cbs;
+}
+
 static void rx_cb(rl_req *req)
 {
-	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
-
-	cbs->dispatching++;
-	rx_cb_run(req);
-	cbs->dispatching--;
+	RUN_BUSY(req_ctx(req), rx_cb_run(req));
 }
 
 static void shut_cb(rl_req *req)
 {
-	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
-
-	cbs->dispatching++;
-	shut_cb_run(req);
-	cbs->dispatching--;
+	RUN_BUSY(req_ctx(req), shut_cb_run(req));
 }
 
 static void write_cb(rl_req *req)
 {
-	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
-
-	cbs->dispatching++;
-	write_cb_run(req);
-	cbs->dispatching--;
+	RUN_BUSY(req_ctx(req), write_cb_run(req));
 }
 
 static void acc_cb(rl_req *req)
 {
-	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
-
-	cbs->dispatching++;
-	acc_cb_run(req);
-	cbs->dispatching--;
+	RUN_BUSY(req_ctx(req), acc_cb_run(req));
 }
 
 static void connect_cb(rl_req *req)
 {
-	rl_cb_ctx *cbs = ((struct rl__cb_entry *)req)->cbs;
-
-	cbs->dispatching++;
-	connect_cb_run(req);
-	cbs->dispatching--;
+	RUN_BUSY(req_ctx(req), connect_cb_run(req));
 }
 
 static void conn_task(rl_task *task)
 {
-	rl_cb_ctx *cbs =
-		((rl_cb_conn *)((char *)task - offsetof(rl_cb_conn, task)))
-			->cbs;
-
-	cbs->dispatching++;
-	conn_task_run(task);
-	cbs->dispatching--;
+	RUN_BUSY(RL__CONTAINER(task, rl_cb_conn, task)->cbs,
+		 conn_task_run(task));
 }
 
 static void server_task(rl_task *task)
 {
-	rl_cb_ctx *cbs =
-		((rl_cb_server *)((char *)task - offsetof(rl_cb_server, task)))
-			->cbs;
-
-	cbs->dispatching++;
-	server_task_run(task);
-	cbs->dispatching--;
+	RUN_BUSY(RL__CONTAINER(task, rl_cb_server, task)->cbs,
+		 server_task_run(task));
 }
 
 static void retry_cb(rl_timer *timer, int status)
 {
-	rl_cb_ctx *cbs = ((rl_cb_server *)timer->data)->cbs;
-
-	cbs->dispatching++;
-	retry_cb_run(timer, status);
-	cbs->dispatching--;
+	RUN_BUSY(((rl_cb_server *)timer->data)->cbs,
+		 retry_cb_run(timer, status));
 }
 
 /* ------------------------------------------------------------ closing */
