@@ -19,6 +19,7 @@
 // usage: node readfile.js FILE N RUNS BACKEND_LABEL
 'use strict';
 const fs = require('fs');
+const { median, stdev, r3 } = require('./stats.js');
 
 const [file, nArg, runsArg, label] = process.argv.slice(2);
 const N = Number(nArg || 10000);
@@ -74,20 +75,6 @@ const cells = {
     for (let i = 0; i < N; i++) check(null, await fs.promises.readFile(file));
   },
 };
-
-function median(v) {
-  const s = [...v].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
-function stdev(v) {
-  if (v.length < 2) return 0;
-  const mean = v.reduce((a, b) => a + b, 0) / v.length;
-  return Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / (v.length - 1));
-}
-
-const r3 = (x) => +x.toFixed(3);
 
 (async () => {
   for (const [name, fn] of Object.entries(cells)) {

@@ -32,6 +32,7 @@
 //        --content FILE ("Hello, world" by default).
 'use strict';
 const fs = require('fs');
+const { median, stdev, r3 } = require('./stats.js');
 const fsp = fs.promises;
 const path = require('path');
 const { execFileSync } = require('child_process');
@@ -217,20 +218,6 @@ function after() {
     fs.unlinkSync(p);
   }
 }
-
-function median(v) {
-  const s = [...v].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-
-function stdev(v) {
-  if (v.length < 2) return 0;
-  const mean = v.reduce((a, b) => a + b, 0) / v.length;
-  return Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / (v.length - 1));
-}
-
-const r3 = (x) => +x.toFixed(3);
 
 (async () => {
   for (const [name, fn] of Object.entries(cells)) {
