@@ -80,6 +80,13 @@ struct tseen {
 };
 void tseen_cb(rl_req *req);
 
+/* A group of loops of tp's configuration (rl_group_open() asserted), or
+ * the test skipped where it cannot run: a group of io_uring loops under
+ * Valgrind 3.19, which runs no other thread while one sits in
+ * io_uring_enter, so loops each asleep in their own would wait for each
+ * other for ever. */
+rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags, int wake);
+
 /* Runs the loop to idle and asserts it returned >= 0. */
 void trun(rl_loop *loop);
 

@@ -223,6 +223,39 @@ static inline void tguard_cb(rl_timer *t, int status)
 		rl_timer_stop((loop), &guard_);                        \
 	} while (0)
 
+/*
+ * A client that never reads the answers: sends 64 KiB chunks on the
+ * non-blocking fd, running the loop between them, until the kernel has
+ * taken nothing for about 50 ms (the server stopped reading, TCP holds
+ * the client back) or limit bytes went. each(arg), when given, runs after
+ * every turn of the loop. Returns the bytes sent.
+ */
+static inline size_t tflood(rl_loop *loop, int fd, size_t limit,
+			    void (*each)(void *arg), void *arg)
+{
+	char *chunk = calloc(1, 65536);
+	size_t sent = 0;
+
+	cr_assert_not_null(chunk);
+	for (int idle = 0; idle < 50 && sent < limit;) {
+		ssize_t w = send(fd, chunk, 65536, MSG_DONTWAIT);
+
+		if (w > 0) {
+			sent += (size_t)w;
+			idle = 0;
+		} else {
+			idle++;
+		}
+		rl_run(loop, RL_RUN_NOWAIT);
+		if (each)
+			each(arg);
+		if (w <= 0)
+			usleep(1000);
+	}
+	free(chunk);
+	return sent;
+}
+
 /* Runs the loop for about ms milliseconds. */
 static inline void trun_for(rl_loop *loop, uint64_t ms)
 {

@@ -486,8 +486,7 @@ BACKEND_TEST(callback_net, client_that_never_reads_stays_bounded)
 	rl_cb_ctx *cbs;
 	struct echo e;
 	struct rl_addr a;
-	char *chunk = calloc(1, 65536);
-	size_t sent = 0;
+	size_t sent;
 	int fd, sndbuf = 1 << 16;
 
 	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
@@ -500,19 +499,7 @@ BACKEND_TEST(callback_net, client_that_never_reads_stays_bounded)
 	trun_until(loop, e.conns == 1);
 	/* Send until the kernel takes no more for a while: the server has
 	 * stopped reading and TCP holds the client back. */
-	for (int idle = 0; idle < 50 && sent < TOTAL;) {
-		ssize_t w = send(fd, chunk, 65536, MSG_DONTWAIT);
-
-		if (w > 0) {
-			sent += (size_t)w;
-			idle = 0;
-		} else {
-			idle++;
-		}
-		rl_run(loop, RL_RUN_NOWAIT);
-		if (w <= 0)
-			usleep(1000);
-	}
+	sent = tflood(loop, fd, TOTAL, NULL, NULL);
 	cr_assert_lt(sent, TOTAL, "the server never stopped taking data");
 	cr_assert_geq(e.pauses, 1);
 	/* The writes it keeps: at most one burst past the high mark. */
@@ -524,7 +511,6 @@ BACKEND_TEST(callback_net, client_that_never_reads_stays_bounded)
 	trun_until(loop, e.closed == 1);
 	cr_assert_geq(e.writes_failed + e.errors, 1);
 	cr_assert_eq(rl_cb_net_server_close(e.srv, NULL, NULL), 0);
-	free(chunk);
 	close_all(loop, cbs);
 }
 

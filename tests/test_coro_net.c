@@ -367,8 +367,7 @@ BACKEND_TEST(coro_net, client_that_never_reads_stays_bounded)
 	struct cserver s;
 	struct rl_addr a;
 	struct rl_coro_ctx_stats st;
-	char *chunk = calloc(1, 65536);
-	size_t sent = 0;
+	size_t sent;
 	int fd;
 
 	memset(&s, 0, sizeof(s));
@@ -379,18 +378,7 @@ BACKEND_TEST(coro_net, client_that_never_reads_stays_bounded)
 	fd = tconnect(&a);
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	trun_until(loop, s.accepted == 1);
-	for (int idle = 0; idle < 50 && sent < (64u << 20);) {
-		ssize_t w = send(fd, chunk, 65536, MSG_DONTWAIT);
-
-		if (w > 0) {
-			sent += (size_t)w;
-			idle = 0;
-		} else {
-			idle++;
-			usleep(1000);
-		}
-		rl_run(loop, RL_RUN_NOWAIT);
-	}
+	sent = tflood(loop, fd, 64u << 20, NULL, NULL);
 	cr_assert_lt(sent, 64u << 20, "the server never stopped reading");
 	rl_coro_ctx_stats(sched, &st);
 	cr_assert_eq(st.alive, 1); /* the connection's, waiting in send */
@@ -398,7 +386,6 @@ BACKEND_TEST(coro_net, client_that_never_reads_stays_bounded)
 	close(fd);
 	trun_until(loop, s.closed == 1);
 	cr_assert_eq(s.errors, 1);
-	free(chunk);
 	close(s.lfd);
 	tsched_close(sched);
 	tclose(loop);

@@ -29,19 +29,6 @@
 
 #include "helpers.h"
 
-struct seen {
-	int calls;
-	int64_t result;
-};
-
-static void count_cb(rl_req *req)
-{
-	struct seen *s = req->data;
-
-	s->calls++;
-	s->result = req->result;
-}
-
 static rl_loop *epoll_loop(unsigned flags, unsigned threads)
 {
 	const struct tp tp = { RL_BACKEND_EPOLL, flags, "epoll" };
@@ -152,7 +139,7 @@ static int child_under_filter(const char *path, size_t size)
 {
 	struct io_uring_params p;
 	struct rl_options opt;
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	rl_loop *loop = NULL;
 	char buf[256];
@@ -177,7 +164,7 @@ static int child_under_filter(const char *path, size_t size)
 		return STEP_AUTO_NOT_EPOLL;
 	if (!strstr(rl_loop_backend_reason(loop), "EPERM"))
 		return STEP_AUTO_REASON;
-	if (rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0, count_cb))
+	if (rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0, tseen_cb))
 		return STEP_READ_SUBMIT;
 	if (rl_run(loop, RL_RUN_DEFAULT) < 0)
 		return STEP_READ_RUN;
@@ -247,7 +234,7 @@ BACKEND_TEST(pool, saturated_single_worker)
 	struct rl_options opt;
 	static rl_req reqs[N];
 	static char bufs[N][64];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	struct rl_stats st;
 	rl_loop *loop;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -260,12 +247,12 @@ BACKEND_TEST(pool, saturated_single_worker)
 		reqs[i] = (rl_req){ .data = &s };
 		if (i % 2)
 			cr_assert_eq(rl_fs_read(loop, &reqs[i], fd, bufs[i], 64,
-						(int64_t)i * 31, count_cb),
+						(int64_t)i * 31, tseen_cb),
 				     0);
 		else
 			cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, NULL,
 						     0, RL_READ_FILE_GROW,
-						     count_cb),
+						     tseen_cb),
 				     0);
 	}
 	trun(loop);
@@ -298,7 +285,7 @@ Test(pool, completions_are_batched)
 	const char *path = tfile("batch", 12);
 	static rl_req reqs[N];
 	static char bufs[N][32];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	struct rl_stats st;
 	rl_loop *loop = epoll_loop(RL_NO_INLINE, 2);
 
@@ -306,7 +293,7 @@ Test(pool, completions_are_batched)
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
 		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32,
-					     0, count_cb),
+					     0, tseen_cb),
 			     0);
 	}
 	while (s.calls < N) {
@@ -323,7 +310,7 @@ Test(pool, completions_are_batched)
 	s.calls = 0;
 	for (int i = 0; i < N; i++)
 		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 32,
-					     0, count_cb),
+					     0, tseen_cb),
 			     0);
 	trun(loop);
 	cr_assert_eq(s.calls, N);
@@ -348,7 +335,7 @@ static void pool_cancel_queued(unsigned flags)
 {
 	enum { N = 5 };
 	const char *path = tfile("queued", 20);
-	struct seen sb = { 0 }, s[N] = { { 0 } };
+	struct tseen sb = { 0 }, s[N] = { { 0 } };
 	rl_req blocker = { .data = &sb }, reqs[N];
 	struct statx stx[N];
 	struct tstall stall;
@@ -356,13 +343,13 @@ static void pool_cancel_queued(unsigned flags)
 
 	STALL_OR_SKIP(&stall);
 	loop = epoll_loop(flags, 1);
-	cr_assert_eq(rl_fs_stat(loop, &blocker, path, stall.mem, count_cb), 0);
+	cr_assert_eq(rl_fs_stat(loop, &blocker, path, stall.mem, tseen_cb), 0);
 	/* stat always goes to the pool, fast path or not: these queue up
 	 * behind the blocked worker. */
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s[i] };
 		cr_assert_eq(
-			rl_fs_stat(loop, &reqs[i], path, &stx[i], count_cb), 0);
+			rl_fs_stat(loop, &reqs[i], path, &stx[i], tseen_cb), 0);
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0); /* hand them over */
 	cr_assert_eq(sb.calls, 0);
@@ -407,7 +394,7 @@ static void held_back_completion(unsigned flags)
 {
 	enum { QUICK = 3, QUEUED = 3 };
 	const char *path = tfile("quick", 12);
-	struct seen s1 = { 0 }, s2 = { 0 }, sq = { 0 }, ss = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 }, sq = { 0 }, ss = { 0 };
 	rl_req b1 = { .data = &s1 }, b2 = { .data = &s2 };
 	rl_req quick[QUICK], stats[QUEUED];
 	struct statx stx[QUEUED];
@@ -418,18 +405,18 @@ static void held_back_completion(unsigned flags)
 	STALL_OR_SKIP(&stall);
 	loop = epoll_loop(flags, 2);
 	alarm(30); /* a held-back completion never delivered hangs here */
-	cr_assert_eq(rl_fs_stat(loop, &b1, path, stall.mem, count_cb), 0);
+	cr_assert_eq(rl_fs_stat(loop, &b1, path, stall.mem, tseen_cb), 0);
 	for (int i = 0; i < QUICK; i++) {
 		quick[i] = (rl_req){ .data = &sq };
 		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
-					     sizeof(qbuf[i]), 0, count_cb),
+					     sizeof(qbuf[i]), 0, tseen_cb),
 			     0);
 	}
-	cr_assert_eq(rl_fs_stat(loop, &b2, path, stall.mem, count_cb), 0);
+	cr_assert_eq(rl_fs_stat(loop, &b2, path, stall.mem, tseen_cb), 0);
 	for (int i = 0; i < QUEUED; i++) {
 		stats[i] = (rl_req){ .data = &ss };
 		cr_assert_eq(
-			rl_fs_stat(loop, &stats[i], path, &stx[i], count_cb),
+			rl_fs_stat(loop, &stats[i], path, &stx[i], tseen_cb),
 			0);
 	}
 	while (sq.calls < QUICK)
@@ -584,7 +571,7 @@ static void fast_path_counters(unsigned flags, int per_tick)
 	static rl_req reqs[N];
 	static char bufs[N][64];
 	char warm[64];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	struct rl_stats st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	rl_loop *loop;
@@ -598,7 +585,7 @@ static void fast_path_counters(unsigned flags, int per_tick)
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &s };
 		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 64,
-					     0, count_cb),
+					     0, tseen_cb),
 			     0);
 		if (i == 0)
 			cr_assert_eq(s.calls, 0,
@@ -676,7 +663,7 @@ static bool partly_cached(const char *name, size_t size)
 BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 {
 	enum { SIZE = 1 << 20 };
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	char *buf = malloc(SIZE);
 	const char *path;
@@ -686,7 +673,7 @@ BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 	partly_cached("partial", SIZE);
 	path = tpath("partial");
 	cr_assert_eq(rl_fs_read_file(loop, &r1, path, NULL, 0,
-				     RL_READ_FILE_GROW, count_cb),
+				     RL_READ_FILE_GROW, tseen_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(s1.result, SIZE);
@@ -696,7 +683,7 @@ BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 	partly_cached("partial2", SIZE);
 	fd = open(tpath("partial2"), O_RDONLY | O_CLOEXEC);
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(rl_fs_read(loop, &r2, fd, buf, SIZE, -1, count_cb), 0);
+	cr_assert_eq(rl_fs_read(loop, &r2, fd, buf, SIZE, -1, tseen_cb), 0);
 	trun(loop);
 	cr_assert_eq(s2.result, SIZE);
 	tcheck("partial2", buf, SIZE);
@@ -711,17 +698,17 @@ BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 BACKEND_TEST(fastpath, too_big_and_grow)
 {
 	const char *path = tfile("toobig", 10000);
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	char small[4096];
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 	void *grow = malloc(100);
 
 	cr_assert_eq(rl_fs_read_file(loop, &r1, path, small, sizeof(small), 0,
-				     count_cb),
+				     tseen_cb),
 		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &r2, path, grow, 100,
-				     RL_READ_FILE_GROW, count_cb),
+				     RL_READ_FILE_GROW, tseen_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(s1.result, -EFBIG);
@@ -740,7 +727,7 @@ BACKEND_TEST(fastpath, too_big_and_grow)
 BACKEND_TEST(fastpath, procfs_file)
 {
 	char want[4096];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 	int fd = open(PROC_FILE, O_RDONLY | O_CLOEXEC);
@@ -751,7 +738,7 @@ BACKEND_TEST(fastpath, procfs_file)
 	close(fd);
 	cr_assert_gt(n, 0);
 	cr_assert_eq(rl_fs_read_file(loop, &req, PROC_FILE, NULL, 0,
-				     RL_READ_FILE_GROW, count_cb),
+				     RL_READ_FILE_GROW, tseen_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(s.result, n);
@@ -765,16 +752,16 @@ BACKEND_TEST(fastpath, procfs_file)
 BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
 {
 	const char *path = tfile("flags", 5);
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 	int fl;
 
 	cr_assert_eq(
-		rl_fs_open(loop, &r1, path, O_RDONLY | O_CLOEXEC, 0, count_cb),
+		rl_fs_open(loop, &r1, path, O_RDONLY | O_CLOEXEC, 0, tseen_cb),
 		0);
 	cr_assert_eq(rl_fs_open(loop, &r2, path,
-				O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0, count_cb),
+				O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0, tseen_cb),
 		     0);
 	trun(loop);
 	cr_assert_geq(s1.result, 0);
@@ -789,9 +776,9 @@ BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
 	close((int)s2.result);
 	/* O_PATH: opened as asked (no O_NONBLOCK try, no F_SETFL, which an
 	 * O_PATH fd refuses). */
-	s1 = (struct seen){ 0 };
+	s1 = (struct tseen){ 0 };
 	cr_assert_eq(
-		rl_fs_open(loop, &r1, path, O_PATH | O_CLOEXEC, 0, count_cb),
+		rl_fs_open(loop, &r1, path, O_PATH | O_CLOEXEC, 0, tseen_cb),
 		0);
 	trun(loop);
 	cr_assert_geq(s1.result, 0, "%s", rl_strerror((int)s1.result));
@@ -806,15 +793,15 @@ BACKEND_TEST(fastpath, open_keeps_the_callers_flags)
 BACKEND_TEST(pipe, reads_wait_for_data)
 {
 	int p[2];
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	char b1[16], b2[16];
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-	cr_assert_eq(rl_fs_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r1, p[0], b1, sizeof(b1), -1, tseen_cb),
 		     0);
-	cr_assert_eq(rl_fs_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r2, p[0], b2, sizeof(b2), -1, tseen_cb),
 		     0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s1.calls + s2.calls, 0);
@@ -836,20 +823,20 @@ BACKEND_TEST(pipe, reads_wait_for_data)
 BACKEND_TEST(pipe, ready_data_and_eof)
 {
 	int p[2];
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	char b1[16], b2[16];
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	cr_assert_eq(write(p[1], "abc", 3), 3);
-	cr_assert_eq(rl_fs_read(loop, &r1, p[0], b1, sizeof(b1), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r1, p[0], b1, sizeof(b1), -1, tseen_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(s1.result, 3);
 	cr_assert_eq(memcmp(b1, "abc", 3), 0);
 	close(p[1]);
-	cr_assert_eq(rl_fs_read(loop, &r2, p[0], b2, sizeof(b2), -1, count_cb),
+	cr_assert_eq(rl_fs_read(loop, &r2, p[0], b2, sizeof(b2), -1, tseen_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(s2.result, 0);
@@ -861,7 +848,7 @@ BACKEND_TEST(pipe, ready_data_and_eof)
 BACKEND_TEST(pipe, close_ends_waiting_read)
 {
 	int p[2];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[16];
 	rl_req req = { .data = &s };
 	rl_loop *loop;
@@ -869,7 +856,7 @@ BACKEND_TEST(pipe, close_ends_waiting_read)
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	loop = tloop(tp); /* after the pipe: tclose() counts fds */
 	cr_assert_eq(
-		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, tseen_cb),
 		0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	tclose(loop);
@@ -885,14 +872,14 @@ BACKEND_TEST(pipe, close_ends_waiting_read)
 BACKEND_TEST(pipe, nonblocking_fd_waits_too)
 {
 	int p[2];
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	char buf[16];
 	rl_req req = { .data = &s };
 	rl_loop *loop = tloop(tp);
 
 	cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
 	cr_assert_eq(
-		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, count_cb),
+		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1, tseen_cb),
 		0);
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(s.calls, 0);
@@ -929,7 +916,7 @@ static int child_under_memlock(const char *path)
 {
 	struct rlimit rl = { 64 * 1024, 64 * 1024 };
 	struct io_uring_params p;
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	struct rl_options opt;
 	rl_loop *loop;
@@ -955,7 +942,7 @@ static int child_under_memlock(const char *path)
 	if (!strstr(rl_loop_backend_reason(loop), "ENOMEM") ||
 	    !strstr(rl_loop_backend_reason(loop), "RLIMIT_MEMLOCK"))
 		return MEMLOCK_AUTO_REASON;
-	if (rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0, count_cb) ||
+	if (rl_fs_read_file(loop, &req, path, buf, sizeof(buf), 0, tseen_cb) ||
 	    rl_run(loop, RL_RUN_DEFAULT) < 0 || s.result != 12)
 		return MEMLOCK_READ;
 	rl_loop_close(loop);
@@ -1032,7 +1019,7 @@ static bool handler_is_default(int signo)
 static int child_pool_signal(int option, const char *fifo)
 {
 	struct rl_options opt;
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	rl_loop *loop;
 	int rd;
@@ -1049,7 +1036,7 @@ static int child_pool_signal(int option, const char *fifo)
 		return SIG_STEP_HANDLER;
 	if (!handler_is_default(SIGRTMIN + 6))
 		return SIG_STEP_DEFAULT_TOUCHED;
-	if (rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, count_cb))
+	if (rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, tseen_cb))
 		return SIG_STEP_SUBMIT;
 	rl_run(loop, RL_RUN_NOWAIT);
 	usleep(50 * 1000);

@@ -23,27 +23,6 @@
 #define FILES 8
 #define BURST 2000
 
-static rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags)
-{
-	struct rl_group_options opt;
-	rl_group *g = NULL;
-	int ret;
-
-	/* Valgrind 3.19 runs no other thread while one sits in
-	 * io_uring_enter: a group's loops, each asleep in its own, would
-	 * wait for each other for ever. */
-	if (tp->backend == RL_BACKEND_URING && getenv("RL_VALGRIND"))
-		cr_skip_test("a group of io_uring loops under Valgrind 3.19");
-	rl_group_options_init(&opt);
-	opt.loops = loops;
-	opt.flags = flags;
-	opt.loop.backend = tp->backend;
-	opt.loop.flags = tp->flags;
-	ret = rl_group_open(&g, &opt);
-	cr_assert_eq(ret, 0, "rl_group_open: %s", rl_strerror(ret));
-	return g;
-}
-
 /* Files of different sizes, some larger than a first buffer (4096). */
 static const char *names[FILES] = { "a", "b", "c", "d", "e", "f", "g", "h" };
 static const size_t sizes[FILES] = { 12, 1, 0, 4095, 4096, 4097, 70000, 333 };
@@ -160,7 +139,7 @@ BACKEND_TEST(group, spread_burst_every_byte_home)
 
 	make_paths();
 	before = tfd_count();
-	g = tgroup(tp, 3, RL_GROUP_SPREAD);
+	g = tgroup(tp, 3, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	loop = rl_group_loop(g, 0);
 	for (int i = 0; i < BURST; i++) {
 		s[i].file = i % FILES;
@@ -194,7 +173,7 @@ BACKEND_TEST(group, spread_cancel_and_deadline)
 	rl_loop *loop;
 
 	make_paths();
-	g = tgroup(tp, 2, RL_GROUP_SPREAD);
+	g = tgroup(tp, 2, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	loop = rl_group_loop(g, 0);
 	for (int i = 0; i < BURST; i++) {
 		s[i].file = i % FILES;
@@ -257,7 +236,7 @@ BACKEND_TEST(group, close_with_work_everywhere_in_flight)
 
 	make_paths();
 	before = tfd_count();
-	e.g = tgroup(tp, 3, RL_GROUP_SPREAD);
+	e.g = tgroup(tp, 3, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	for (int i = 0; i < 3; i++)
 		e.s[i] = calloc(BURST, sizeof(struct sreq));
 	for (int i = 1; i < 3; i++) {
@@ -317,7 +296,7 @@ BACKEND_TEST(group, spread_callback_style)
 	rl_group *g;
 
 	make_paths();
-	g = tgroup(tp, 2, RL_GROUP_SPREAD);
+	g = tgroup(tp, 2, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	cr_assert_eq(rl_cb_ctx_open(rl_group_loop(g, 0), &cbs), 0);
 	for (int i = 0; i < BURST; i++)
 		cr_assert_eq(
@@ -339,7 +318,7 @@ BACKEND_TEST(group, spread_promise_style)
 	rl_group *g;
 
 	make_paths();
-	g = tgroup(tp, 2, RL_GROUP_SPREAD);
+	g = tgroup(tp, 2, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	cr_assert_eq(rl_promise_ctx_open(rl_group_loop(g, 0), &ctx), 0);
 	for (int i = 0; i < BURST; i++)
 		ps[i] = rl_promise_fs_read_file(ctx, paths[0], bufs[i],
@@ -390,7 +369,7 @@ BACKEND_TEST(group, spread_coroutine_style)
 	int64_t total = 0;
 
 	make_paths();
-	g = tgroup(tp, 2, RL_GROUP_SPREAD);
+	g = tgroup(tp, 2, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	cr_assert_eq(rl_coro_ctx_open(rl_group_loop(g, 0), &sched, NULL), 0);
 	for (int i = 0; i < BURST / 4; i++)
 		cr_assert_eq(rl_coro_spawn(sched, &cos[i], coro_reader,
@@ -458,7 +437,7 @@ BACKEND_TEST(group, promise_settled_from_another_loop)
 	rl_promise *p;
 
 	make_paths();
-	x.g = tgroup(tp, 2, 0);
+	x.g = tgroup(tp, 2, 0, RL_MSG_WAKE_DEFAULT);
 	cr_assert_eq(rl_promise_ctx_open(rl_group_loop(x.g, 0), &ctx), 0);
 	p = rl_promise_new(ctx);
 	x.r = rl_promise_remote_new(p);
@@ -528,7 +507,7 @@ BACKEND_TEST(group, coroutines_await_across_loops)
 
 	make_paths();
 	across_of = &a;
-	a.g = tgroup(tp, 2, 0);
+	a.g = tgroup(tp, 2, 0, RL_MSG_WAKE_DEFAULT);
 	cr_assert_eq(rl_promise_ctx_open(rl_group_loop(a.g, 0), &across_ctx),
 		     0);
 	cr_assert_eq(rl_coro_ctx_open(rl_group_loop(a.g, 0), &sched, NULL), 0);
@@ -598,7 +577,7 @@ BACKEND_TEST(group, thread_per_core_shares)
 
 	make_paths();
 	tpc_of = &t;
-	g = tgroup(tp, 3, 0);
+	g = tgroup(tp, 3, 0, RL_MSG_WAKE_DEFAULT);
 	cr_assert_eq(rl_group_run(g, tpc_share, NULL), 0);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(t.done[i], 10, "loop %d: %d done, %d bad", i,

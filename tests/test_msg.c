@@ -14,30 +14,6 @@
 
 #define LOOPS 3
 
-static rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags,
-			int wake)
-{
-	struct rl_group_options opt;
-	rl_group *g = NULL;
-	int ret;
-
-	/* Valgrind 3.19 runs no other thread while one sits in
-	 * io_uring_enter: a group's loops, each asleep in its own, would
-	 * wait for each other for ever. */
-	if (tp->backend == RL_BACKEND_URING && getenv("RL_VALGRIND"))
-		cr_skip_test("a group of io_uring loops under Valgrind 3.19");
-	rl_group_options_init(&opt);
-	opt.loops = loops;
-	opt.flags = flags;
-	opt.msg_wake = wake;
-	opt.loop.backend = tp->backend;
-	opt.loop.flags = tp->flags;
-	ret = rl_group_open(&g, &opt);
-	cr_assert_eq(ret, 0, "rl_group_open: %s", rl_strerror(ret));
-	cr_assert_eq(rl_group_size(g), loops);
-	return g;
-}
-
 /* ------------------------------------------------- order and no loss */
 
 #define PER_PAIR 3000

@@ -15,19 +15,6 @@
 
 #include "helpers.h"
 
-struct seen {
-	int calls;
-	int64_t result;
-};
-
-static void seen_cb(rl_req *req)
-{
-	struct seen *s = req->data;
-
-	s->calls++;
-	s->result = req->result;
-}
-
 /* ------------------------------------------------ wake-ups with a full SQ */
 
 struct full {
@@ -35,7 +22,7 @@ struct full {
 	int n;
 	int (*pipes)[2];
 	rl_req *reqs;
-	struct seen *seen;
+	struct tseen *seen;
 	struct rl_post post;
 	atomic_int posted;
 	int ran;
@@ -89,7 +76,7 @@ static void post_with_full_sq(const struct tp *tp, unsigned entries, int n)
 
 		f.reqs[i].data = &f.seen[i];
 		cr_assert_eq(rl_fs_read(loop, &f.reqs[i], f.pipes[i][0], buf, 1,
-					-1, seen_cb),
+					-1, tseen_cb),
 			     0);
 	}
 	rl_ref(loop); /* the post is the loop's only way out */
@@ -147,7 +134,7 @@ BACKEND_TEST(ring, ring_too_small_is_refused)
 
 	alarm(20);
 	for (unsigned entries = 1; entries <= 4; entries++) {
-		struct seen s = { 0 };
+		struct tseen s = { 0 };
 		rl_req req = { .data = &s };
 		char buf[16];
 
@@ -165,7 +152,7 @@ BACKEND_TEST(ring, ring_too_small_is_refused)
 		cr_assert_eq(ret, 0, "entries %u: %s", entries,
 			     rl_strerror(ret));
 		cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, sizeof(buf),
-					     0, seen_cb),
+					     0, tseen_cb),
 			     0);
 		trun(loop);
 		cr_assert_eq(s.result, 12);
@@ -183,7 +170,7 @@ BACKEND_TEST(ring, ring_too_large_is_clamped)
 	struct rl_options opt;
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		struct seen s = { 0 };
+		struct tseen s = { 0 };
 		rl_req req = { .data = &s };
 		char buf[16];
 		rl_loop *loop = NULL;
@@ -197,7 +184,7 @@ BACKEND_TEST(ring, ring_too_large_is_clamped)
 		cr_assert_eq(ret, 0, "entries %u: %s", sizes[i],
 			     rl_strerror(ret));
 		cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, sizeof(buf),
-					     0, seen_cb),
+					     0, tseen_cb),
 			     0);
 		trun(loop);
 		cr_assert_eq(s.result, 12);
@@ -235,7 +222,7 @@ static void cancel_with_full_sq(const struct tp *tp, unsigned flags)
 	cr_assert_eq(ret, 0, "%s", rl_strerror(ret));
 	alarm(30);
 	for (int round = 0; round < ROUNDS; round++) {
-		struct seen s[N] = { { 0 } };
+		struct tseen s[N] = { { 0 } };
 		rl_req reqs[N];
 		char bufs[N][4];
 
@@ -243,7 +230,7 @@ static void cancel_with_full_sq(const struct tp *tp, unsigned flags)
 			reqs[i] = (rl_req){ .data = &s[i] };
 			cr_assert_eq(rl_fs_read(loop, &reqs[i], p[i][0],
 						bufs[i], sizeof(bufs[i]), -1,
-						seen_cb),
+						tseen_cb),
 				     0);
 		}
 		if (round % 2)

@@ -21,19 +21,6 @@
 
 #include "helpers.h"
 
-struct seen {
-	int calls;
-	int64_t result;
-};
-
-static void seen_cb(rl_req *req)
-{
-	struct seen *s = req->data;
-
-	s->calls++;
-	s->result = req->result;
-}
-
 /* A path that stays valid for the whole test (tpath() recycles four). */
 static const char *keep_path(const char *path)
 {
@@ -108,7 +95,7 @@ static void fifo_read_file_whole(const struct tp *tp, bool grow)
 	struct writer w = { .path = fifo,
 			    .parts = { "hello", " world" },
 			    .pause_ms = 100 };
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	char buf[64];
 	pthread_t th;
@@ -119,7 +106,7 @@ static void fifo_read_file_whole(const struct tp *tp, bool grow)
 	cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
 	cr_assert_eq(rl_fs_read_file(loop, &req, fifo, grow ? NULL : buf,
 				     grow ? 0 : sizeof(buf),
-				     grow ? RL_READ_FILE_GROW : 0, seen_cb),
+				     grow ? RL_READ_FILE_GROW : 0, tseen_cb),
 		     0);
 	TRUN_UNTIL(loop, s.calls);
 	pthread_join(th, NULL);
@@ -242,7 +229,7 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
 		const char *fifo;
 		struct writer w = { .parts = { "ab", "cd", "ef" },
 				    .pause_ms = 2 };
-		struct seen s = { 0 };
+		struct tseen s = { 0 };
 		rl_req req = { .data = &s };
 		char buf[64];
 		pthread_t th;
@@ -253,7 +240,7 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
 		cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
 		sleep_ms(5); /* the writer is in open() by now, most likely */
 		cr_assert_eq(rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf),
-					     0, seen_cb),
+					     0, tseen_cb),
 			     0);
 		TRUN_UNTIL(loop, s.calls);
 		pthread_join(th, NULL);
@@ -275,7 +262,7 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
 BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
 {
 	const char *fifo = make_fifo("wait-reader");
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	char buf[8];
 	int rd;
@@ -283,7 +270,7 @@ BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
 
 	alarm(20);
 	cr_assert_eq(
-		rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, seen_cb),
+		rl_fs_open(loop, &req, fifo, O_WRONLY | O_CLOEXEC, 0, tseen_cb),
 		0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	sleep_ms(50);
@@ -308,15 +295,17 @@ BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
 BACKEND_TEST(special, open_fifo_for_writing_cancelled)
 {
 	const char *f1 = make_fifo("nobody1"), *f2 = make_fifo("nobody2");
-	struct seen s1 = { 0 }, s2 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 };
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
 
 	alarm(20);
 	cr_assert_eq(
-		rl_fs_open(loop, &r1, f1, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+		rl_fs_open(loop, &r1, f1, O_WRONLY | O_CLOEXEC, 0, tseen_cb),
+		0);
 	cr_assert_eq(
-		rl_fs_open(loop, &r2, f2, O_WRONLY | O_CLOEXEC, 0, seen_cb), 0);
+		rl_fs_open(loop, &r2, f2, O_WRONLY | O_CLOEXEC, 0, tseen_cb),
+		0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	sleep_ms(50);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -340,7 +329,7 @@ BACKEND_TEST(special, open_fifo_for_writing_cancelled)
  */
 struct open_then_read {
 	rl_loop *loop;
-	struct seen open, read;
+	struct tseen open, read;
 	rl_req oreq, rreq;
 	char buf[32];
 };
@@ -353,7 +342,7 @@ static void opened_cb(rl_req *req)
 	o->open.result = req->result;
 	if (req->result >= 0)
 		cr_assert_eq(rl_fs_read(o->loop, &o->rreq, (int)req->result,
-					o->buf, sizeof(o->buf), -1, seen_cb),
+					o->buf, sizeof(o->buf), -1, tseen_cb),
 			     0);
 }
 
@@ -396,6 +385,41 @@ BACKEND_TEST(special, read_after_open_of_fifo_waits_for_the_writer)
  * the bytes have left the pipe; otherwise -ECANCELED, and the bytes are
  * still in the pipe. Either way not a byte is lost.
  */
+/*
+ * The second half of a cancel racing a stream read: after req (a read of
+ * rfd into buf, with s as its data) is in the kernel or a worker, "abc"
+ * arrives on wfd and the cancel follows a few ms later. Whatever won, no
+ * byte is lost or delivered twice: a -ECANCELED read left the bytes in
+ * rfd (what names it in the messages), a read that got them reports them.
+ */
+static void race_cancel(rl_loop *loop, rl_req *req, struct tseen *s, char *buf,
+			int rfd, int wfd, int round, const char *what)
+{
+	char rest[16];
+	ssize_t left;
+	int ret;
+
+	cr_assert_eq(write(wfd, "abc", 3), 3);
+	/* Give the kernel (or a worker) time to do the read. */
+	sleep_ms(round % 5);
+	ret = rl_cancel(loop, req);
+	cr_assert(ret == 0 || ret == -ENOENT, "cancel: %d", ret);
+	trun(loop);
+	cr_assert_eq(s->calls, 1);
+	left = read(rfd, rest, sizeof(rest));
+	if (s->result == -ECANCELED) {
+		cr_assert_eq(left, 3,
+			     "round %d: cancelled, and the bytes are gone "
+			     "from the %s",
+			     round, what);
+	} else {
+		cr_assert_eq(s->result, 3, "round %d: %lld", round,
+			     (long long)s->result);
+		cr_assert_eq(memcmp(buf, "abc", 3), 0);
+		cr_assert_lt(left, 0, "%s: read twice", what);
+	}
+}
+
 BACKEND_TEST(special, cancelled_stream_read_keeps_its_bytes)
 {
 	enum { ROUNDS = 50 };
@@ -403,36 +427,17 @@ BACKEND_TEST(special, cancelled_stream_read_keeps_its_bytes)
 
 	alarm(30);
 	for (int i = 0; i < ROUNDS; i++) {
-		struct seen s = { 0 };
+		struct tseen s = { 0 };
 		rl_req req = { .data = &s };
-		char buf[16], rest[16];
-		ssize_t left;
-		int p[2], ret;
+		char buf[16];
+		int p[2];
 
 		cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
 		cr_assert_eq(rl_fs_read(loop, &req, p[0], buf, sizeof(buf), -1,
-					seen_cb),
+					tseen_cb),
 			     0);
 		cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		cr_assert_eq(write(p[1], "abc", 3), 3);
-		/* Give the kernel (or a worker) time to do the read. */
-		sleep_ms(i % 5);
-		ret = rl_cancel(loop, &req);
-		cr_assert(ret == 0 || ret == -ENOENT, "cancel: %d", ret);
-		trun(loop);
-		cr_assert_eq(s.calls, 1);
-		left = read(p[0], rest, sizeof(rest));
-		if (s.result == -ECANCELED) {
-			cr_assert_eq(left, 3,
-				     "round %d: cancelled, and the "
-				     "bytes are gone from the pipe",
-				     i);
-		} else {
-			cr_assert_eq(s.result, 3, "round %d: %lld", i,
-				     (long long)s.result);
-			cr_assert_eq(memcmp(buf, "abc", 3), 0);
-			cr_assert_lt(left, 0, "read twice");
-		}
+		race_cancel(loop, &req, &s, buf, p[0], p[1], i, "pipe");
 		close(p[0]);
 		close(p[1]);
 	}
@@ -444,7 +449,7 @@ BACKEND_TEST(special, cancelled_stream_read_keeps_its_bytes)
  * it reads what comes next, as io_uring does. */
 BACKEND_TEST(special, read_offset_on_a_pipe_is_ignored)
 {
-	struct seen s = { 0 };
+	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	char buf[16];
 	int p[2];
@@ -454,7 +459,7 @@ BACKEND_TEST(special, read_offset_on_a_pipe_is_ignored)
 	loop = tloop(tp);
 	cr_assert_eq(write(p[1], "abc", 3), 3);
 	cr_assert_eq(
-		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), 100, seen_cb),
+		rl_fs_read(loop, &req, p[0], buf, sizeof(buf), 100, tseen_cb),
 		0);
 	trun(loop);
 	cr_assert_eq(s.result, 3, "got %lld (%s)", (long long)s.result,
@@ -498,7 +503,7 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 {
 	enum { FIFOS = 3, OPENS = 2, QUICK = 20 };
 	const char *path = keep_path(tfile("quick", 12));
-	struct seen fs[FIFOS + OPENS] = { { 0 } };
+	struct tseen fs[FIFOS + OPENS] = { { 0 } };
 	rl_req freqs[FIFOS + OPENS], quick[QUICK];
 	char fbuf[FIFOS][16], qbuf[QUICK][16];
 	struct statx stx[QUICK];
@@ -520,12 +525,12 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 			cr_assert_eq(rl_fs_read_file(loop, &freqs[i],
 						     make_fifo(name), fbuf[i],
 						     sizeof(fbuf[i]), 0,
-						     seen_cb),
+						     tseen_cb),
 				     0);
 		else
 			cr_assert_eq(
 				rl_fs_open(loop, &freqs[i], make_fifo(name),
-					   O_WRONLY | O_CLOEXEC, 0, seen_cb),
+					   O_WRONLY | O_CLOEXEC, 0, tseen_cb),
 				0);
 	}
 	/* Let them reach the workers (or the kernel) first. */
@@ -572,20 +577,20 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
  * cap, instead of spinning or allocating without end. */
 BACKEND_TEST(special, char_devices)
 {
-	struct seen s1 = { 0 }, s2 = { 0 }, s3 = { 0 };
+	struct tseen s1 = { 0 }, s2 = { 0 }, s3 = { 0 };
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 }, r3 = { .data = &s3 };
 	char buf[16];
 	rl_loop *loop = tloop(tp);
 
 	alarm(120);
 	cr_assert_eq(rl_fs_read_file(loop, &r1, "/dev/null", buf, sizeof(buf),
-				     0, seen_cb),
+				     0, tseen_cb),
 		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &r2, "/dev/zero", buf, sizeof(buf),
-				     0, seen_cb),
+				     0, tseen_cb),
 		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &r3, "/dev/zero", NULL, 0,
-				     RL_READ_FILE_GROW, seen_cb),
+				     RL_READ_FILE_GROW, tseen_cb),
 		     0);
 	trun(loop);
 	alarm(0);
@@ -607,7 +612,7 @@ BACKEND_TEST(special, blocked_pipe_writes_do_not_starve_the_pool)
 	enum { W = 3, QUICK = 10, SIZE = 1 << 20 };
 	const char *path = keep_path(tfile("quick", 12));
 	static char data[SIZE];
-	struct seen ws[W] = { { 0 } };
+	struct tseen ws[W] = { { 0 } };
 	rl_req wreqs[W], quick[QUICK];
 	char qbuf[QUICK][16];
 	struct statx stx[QUICK];
@@ -626,7 +631,7 @@ BACKEND_TEST(special, blocked_pipe_writes_do_not_starve_the_pool)
 	for (int i = 0; i < W; i++) {
 		wreqs[i] = (rl_req){ .data = &ws[i] };
 		cr_assert_eq(rl_fs_write(loop, &wreqs[i], p[i][1], data, SIZE,
-					 -1, seen_cb),
+					 -1, tseen_cb),
 			     0);
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -679,11 +684,10 @@ BACKEND_TEST(special, cancelled_socket_recv_keeps_its_bytes)
 
 	alarm(30);
 	for (int i = 0; i < ROUNDS; i++) {
-		struct seen s = { 0 };
+		struct tseen s = { 0 };
 		rl_req req = { .data = &s };
-		char buf[16], rest[16];
-		ssize_t left;
-		int sv[2], ret;
+		char buf[16];
+		int sv[2];
 
 		cr_assert_eq(
 			socketpair(AF_UNIX,
@@ -691,27 +695,10 @@ BACKEND_TEST(special, cancelled_socket_recv_keeps_its_bytes)
 				   0, sv),
 			0);
 		cr_assert_eq(rl_net_recv(loop, &req, sv[0], buf, sizeof(buf),
-					 seen_cb),
+					 tseen_cb),
 			     0);
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		cr_assert_eq(write(sv[1], "abc", 3), 3);
-		sleep_ms(i % 5);
-		ret = rl_cancel(loop, &req);
-		cr_assert(ret == 0 || ret == -ENOENT, "cancel: %d", ret);
-		trun(loop);
-		cr_assert_eq(s.calls, 1);
-		left = read(sv[0], rest, sizeof(rest));
-		if (s.result == -ECANCELED) {
-			cr_assert_eq(left, 3,
-				     "round %d: cancelled, and the "
-				     "bytes are gone from the socket",
-				     i);
-		} else {
-			cr_assert_eq(s.result, 3, "round %d: %lld", i,
-				     (long long)s.result);
-			cr_assert_eq(memcmp(buf, "abc", 3), 0);
-			cr_assert_lt(left, 0, "received twice");
-		}
+		race_cancel(loop, &req, &s, buf, sv[0], sv[1], i, "socket");
 		close(sv[0]);
 		close(sv[1]);
 	}
