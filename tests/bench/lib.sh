@@ -7,6 +7,11 @@ rb=bench/ringbench
 me=$(basename "$0" .sh)
 fail() { echo "$me: FAIL: $*" >&2; exit 1; }
 ok() { echo "$me: ok ($*)"; }
+# has PATTERN: whether stdin holds a line matching PATTERN. Unlike grep -q,
+# it reads all of its input: grep -q exits at the first match, the writer
+# upstream then dies of SIGPIPE, and pipefail turns the match into a
+# failure (it did, now and then, for long JSON lines).
+has() { grep "$@" >/dev/null; }
 
 # jfield LINE KEY: the value of KEY in a one-line JSON object, "" when
 # absent, "null" when null; strings without their quotes.

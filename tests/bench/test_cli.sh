@@ -54,14 +54,14 @@ done
 # A CQ 16 times the SQ would pass the kernel's limit past 2048 entries:
 # the bench asks for a CQ it accepts, and the cells run.
 out=$(timeout 60 "$rb" -n 200 --runs 1 --json --no-out --entries 8192 --backend uring --style callback 2>/dev/null)
-printf '%s\n' "$out" | grep '"backend":"uring"' | grep -q '"cq_entries":32768,' || fail "--entries 8192: CQ not capped at 32768"
-printf '%s\n' "$out" | grep '"backend":"uring"' | grep -q '"error"' && fail "--entries 8192: a uring cell failed"
+printf '%s\n' "$out" | grep '"backend":"uring"' | has '"cq_entries":32768,' || fail "--entries 8192: CQ not capped at 32768"
+printf '%s\n' "$out" | grep '"backend":"uring"' | has '"error"' && fail "--entries 8192: a uring cell failed"
 # A ring too small for a read_file chain is refused by the loop: an error
 # cell, and the run goes on.
 out=$(timeout 60 "$rb" -n 100 --runs 1 --json --no-out --entries 2 --backend uring,epoll --style callback --no-limits 2>/dev/null) ||
 	fail "--entries 2: ringbench did not finish"
-printf '%s\n' "$out" | grep '"backend":"uring"' | grep -q '"error"' || fail "--entries 2: no error cell"
-printf '%s\n' "$out" | grep '"backend":"epoll"' | grep -q '"median_ms"' || fail "--entries 2: the run did not go on"
+printf '%s\n' "$out" | grep '"backend":"uring"' | has '"error"' || fail "--entries 2: no error cell"
+printf '%s\n' "$out" | grep '"backend":"epoll"' | has '"median_ms"' || fail "--entries 2: the run did not go on"
 
 # latest.* point to the newest run that measured something; a run with no
 # cell measured leaves them alone.
@@ -69,7 +69,7 @@ res="$scratch/results"
 "$rb" -n 50 --runs 1 --out "$res" --backend sync --scenario parallel --no-limits >/dev/null 2>&1
 first=$(readlink "$res/latest.json")
 [ -s "$res/$first" ] || fail "no latest.json after a run"
-head -1 "$res/$first" | grep -q '^{"meta":' || fail "the result file does not start with the meta record"
+head -1 "$res/$first" | has '^{"meta":' || fail "the result file does not start with the meta record"
 "$rb" -n 50 --runs 1 --out "$res" --file /proc/uptime --backend sync --scenario parallel --no-limits >/dev/null 2>&1
 [ "$(readlink "$res/latest.json")" = "$first" ] || fail "a run where every cell failed replaced latest.json"
 [ "$(readlink "$res/latest.csv")" = "${first%.json}.csv" ] || fail "latest.csv moved"

@@ -75,9 +75,9 @@ while IFS= read -r c; do
 	else want=sync; fi
 	[ "$(jfield "$c" limit)" = "$want" ] || fail "$name: limit $(jfield "$c" limit), want $want"
 	# Knobs as they ran: --coro-window 0 (never wait) ran as all n.
-	printf '%s\n' "$c" | grep -q "\"coro_window\":$n}" || fail "$name: coro_window is not $n"
-	printf '%s\n' "$c" | grep -q "\"window\":$n," || fail "$name: window is not $n"
-	printf '%s\n' "$c" | grep -q '"iowq_max":null' || fail "$name: iowq_max not null"
+	printf '%s\n' "$c" | has "\"coro_window\":$n}" || fail "$name: coro_window is not $n"
+	printf '%s\n' "$c" | has "\"window\":$n," || fail "$name: window is not $n"
+	printf '%s\n' "$c" | has '"iowq_max":null' || fail "$name: iowq_max not null"
 	if printf '%s\n' "$c" | grep -Eq '[0-9]{10,}'; then fail "$name: a sentinel-sized number: $c"; fi
 done <"$scratch/cells"
 
@@ -87,9 +87,9 @@ for row in sync/parallel sync/blocking sync-mt/parallel raw-uring/parallel raw-u
 		fail "no $row row"
 done
 cpus=$(jfield "$meta" cpus)
-grep '"backend":"sync-mt"' "$scratch/cells" | grep -q "\"threads\":$cpus," || fail "sync-mt does not run one thread per CPU"
-grep '"backend":"raw-uring".*"blocking"' "$scratch/cells" | grep -q '"inflight":1,' || fail "raw-uring blocking is not one in flight"
-grep '"backend":"raw-uring".*"parallel"' "$scratch/cells" | grep -q '"inflight":256,' || fail "raw-uring parallel window is not 256"
+grep '"backend":"sync-mt"' "$scratch/cells" | has "\"threads\":$cpus," || fail "sync-mt does not run one thread per CPU"
+grep '"backend":"raw-uring".*"blocking"' "$scratch/cells" | has '"inflight":1,' || fail "raw-uring blocking is not one in flight"
+grep '"backend":"raw-uring".*"parallel"' "$scratch/cells" | has '"inflight":256,' || fail "raw-uring parallel window is not 256"
 
 # --no-latency: the latency fields are there, and null.
 c=$("$rb" -n 50 --runs 1 --json --no-out --no-latency --backend uring --style callback --scenario blocking --no-limits 2>/dev/null | grep '^{"backend"')

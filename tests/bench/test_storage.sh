@@ -87,16 +87,16 @@ while IFS= read -r c; do
 	# Blocking means one at a time.
 	[ "$m" != blocking ] || [ "$qd" = 1 ] || fail "$name: blocking with qd $qd"
 done <"$scratch/cells"
-grep '"backend":"epoll-pool".*"scenario":"randread".*"qd":4,' "$scratch/cells" | grep -q '"pool_threads":4,' ||
+grep '"backend":"epoll-pool".*"scenario":"randread".*"qd":4,' "$scratch/cells" | has '"pool_threads":4,' ||
 	fail "no epoll-pool row with as many threads as the queue depth"
-grep '"backend":"sync".*"scenario":"randread".*"qd":4,' "$scratch/cells" | grep -q '"threads":4,' ||
+grep '"backend":"sync".*"scenario":"randread".*"qd":4,' "$scratch/cells" | has '"threads":4,' ||
 	fail "the sync limit of qd 4 does not run 4 threads"
-grep '"backend":"sync-mt".*"scenario":"write"' "$scratch/cells" | grep -q "\"qd\":$cpus," ||
+grep '"backend":"sync-mt".*"scenario":"write"' "$scratch/cells" | has "\"qd\":$cpus," ||
 	fail "sync-mt's qd is not its thread count"
 
 # --fsync: the write cells say so, and still check their bytes.
 out=$("$rb" "${common[@]}" -n 20 --scenario write --fsync --style callback --backend uring,epoll 2>/dev/null)
-printf '%s\n' "$out" | grep '^{"backend"' | grep -q '"error"' && fail "--fsync: a cell failed"
+printf '%s\n' "$out" | grep '^{"backend"' | has '"error"' && fail "--fsync: a cell failed"
 [ "$(printf '%s\n' "$out" | grep -c '"fsync":true')" -ge 4 ] || fail "--fsync: cells do not say fsync"
 
 # ------------------------------------------------- every row checks bytes
@@ -128,15 +128,15 @@ dev=$(df --output=source "$scratch" | tail -1)
 poll=$(cat "/sys/block/$(basename "$dev")/queue/io_poll" 2>/dev/null || echo unknown)
 uring=$(printf '%s\n' "$out" | grep '"backend":"uring"')
 if [ "$poll" = 0 ]; then
-	printf '%s\n' "$uring" | grep -q '"error":"IOPOLL refused by the kernel.*no poll queues' ||
+	printf '%s\n' "$uring" | has '"error":"IOPOLL refused by the kernel.*no poll queues' ||
 		fail "IOPOLL without poll queues: $uring"
-	printf '%s\n' "$out" | grep '"backend":"raw-uring"' | grep -q '"error"' ||
+	printf '%s\n' "$out" | grep '"backend":"raw-uring"' | has '"error"' ||
 		fail "raw-uring ignored IOPOLL"
 else
-	printf '%s\n' "$uring" | grep -q '"iops"' || printf '%s\n' "$uring" | grep -q '"error"' ||
+	printf '%s\n' "$uring" | has '"iops"' || printf '%s\n' "$uring" | has '"error"' ||
 		fail "IOPOLL: no uring cell"
 fi
-printf '%s\n' "$out" | grep '"backend":"epoll"' | grep -q '"iops"' || fail "IOPOLL: the epoll cell did not run"
+printf '%s\n' "$out" | grep '"backend":"epoll"' | has '"iops"' || fail "IOPOLL: the epoll cell did not run"
 # The other storage knobs run (or say why they cannot).
 for knob in --fixed-bufs --force-async "--iowq-max 2" --sqpoll; do
 	# shellcheck disable=SC2086
@@ -144,7 +144,7 @@ for knob in --fixed-bufs --force-async "--iowq-max 2" --sqpoll; do
 		--backend uring,epoll --no-limits --no-pool-qd 2>/dev/null)
 	[ "$(printf '%s\n' "$out" | grep -c '"iops"')" -eq 4 ] || fail "$knob: $(printf '%s\n' "$out" | grep error)"
 done
-printf '%s\n' "$out" | grep -q '"sqpoll":1' || fail "--sqpoll not in the knobs"
+printf '%s\n' "$out" | has '"sqpoll":1' || fail "--sqpoll not in the knobs"
 
 # ------------------------------------------------------- the command line
 refuse() {
@@ -189,6 +189,6 @@ awk -v c="$(jfield "$line" cpu_util)" 'BEGIN { exit !(c > 0.41 && c < 0.43) }' |
 	echo '{"backend":"fio-io_uring","style":"fio","scenario":"randread","qd":4,"bs":4096,"iops":25000,"mb_s":102.4,"cpu_us_per_op":5.000,"lat_p50_us":100.000,"lat_p99_us":300,"lat_p999_us":400}'
 	echo '{"backend":"fio-psync","style":"fio","scenario":"randread","qd":4,"bs":4096,"iops":40000,"mb_s":163.84,"cpu_us_per_op":9.000,"lat_p50_us":90.000,"lat_p99_us":300,"lat_p999_us":400,"threads":4}'
 } >"$scratch/fio.json"
-scripts/fio_table.sh "$scratch/fio.json" | grep '^uring callback' | grep -q '0\.80  *1\.20  *1\.20  *0\.50' ||
+scripts/fio_table.sh "$scratch/fio.json" | grep '^uring callback' | has '0\.80  *1\.20  *1\.20  *0\.50' ||
 	fail "fio_table ratios: $(scripts/fio_table.sh "$scratch/fio.json")"
 ok "storage scenarios, contract, byte checks, refused knobs, fio rows"
