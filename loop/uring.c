@@ -64,6 +64,13 @@
 /* How long a finished read_file's file may stay open in its slot while
  * the loop has other file work (see flush_lingering()). */
 #define LINGER_NS 10000000u
+/* Adaptive submission (see learn()): an enter submitting fewer SQEs than
+ * LEARN_MIN teaches nothing; at ASYNC_EAGER the loop submits every
+ * EAGER_BATCH SQEs as they come. */
+#define LEARN_MIN   4
+#define ASYNC_MAX   3
+#define ASYNC_EAGER 2
+#define EAGER_BATCH 4
 
 static void uring_destroy(rl_loop *loop);
 
@@ -223,14 +230,53 @@ static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
  * it is kept, and the next wait() returns it instead of sleeping on SQEs
  * that will never go.
  */
+/*
+ * Adaptive submission. A device that works on what it was given in step
+ * (a virtio disk completes a whole queue depth at once) starts on the
+ * next requests only once they are submitted, so submitting them at the
+ * loop's next wait, after every callback of the batch has run, leaves it
+ * idle meanwhile; fio submits each I/O as it comes. But requests that
+ * complete inline in the enter (reads of cached files, sends into socket
+ * buffers with room) gain nothing from going early and would pay one
+ * enter per few requests. What the loop submits tells which case it is
+ * in: an enter that submitted n >= LEARN_MIN SQEs and found fewer than
+ * n / 2 of them completed when it returned counts towards "a device"
+ * (async_score up), any other towards "inline" (down). Completions that
+ * arrived meanwhile from earlier requests count as inline, so the error
+ * is on the side of the old behaviour. With SQPOLL the enter does not
+ * run the requests, and an explicit submit_batch overrides the guess:
+ * neither learns.
+ */
+static bool learning(const struct rl__uring *u)
+{
+	return !u->submit_batch && !u->sqpoll;
+}
+
+static void learn(struct rl__uring *u, int submitted, unsigned cq_before)
+{
+	unsigned done = io_uring_cq_ready(&u->ring) - cq_before;
+
+	if (!learning(u) || submitted < LEARN_MIN)
+		return;
+	if (2 * done < (unsigned)submitted) {
+		if (u->async_score < ASYNC_MAX)
+			u->async_score++;
+	} else if (u->async_score) {
+		u->async_score--;
+	}
+}
+
 static int flush_sq(rl_loop *loop, struct rl__uring *u)
 {
+	unsigned cq_before = io_uring_cq_ready(&u->ring);
 	int ret;
 
 	if (!io_uring_sq_ready(&u->ring))
 		return 0;
 	count_submit(loop, u, false);
 	ret = io_uring_submit(&u->ring);
+	if (ret > 0)
+		learn(u, ret, cq_before);
 	if (ret < 0 && ret != -EBUSY && ret != -EAGAIN && ret != -EINTR &&
 	    !u->error)
 		u->error = ret;
@@ -330,13 +376,15 @@ static void uring_submit(rl_loop *loop, rl_req *req)
 	}
 	rl__uring_fs_start(u, req);
 	rl__uring_push_or_queue(loop, u, req, &u->pending);
-	/* submit_batch: a device that works on what it was given in step
-	 * (this project's virtio disk: a depth of 32 completes all at once)
-	 * starts on the next requests only once they are submitted; waiting
-	 * for the loop to have run every callback of the batch leaves it
-	 * idle meanwhile. */
-	if (u->submit_batch && io_uring_sq_ready(&u->ring) >= u->submit_batch)
+	/* Early submission: always with an explicit submit_batch, else once
+	 * the loop has learnt that its requests go to a device (learn()). */
+	if (u->submit_batch) {
+		if (io_uring_sq_ready(&u->ring) >= u->submit_batch)
+			flush_sq(loop, u);
+	} else if (u->async_score >= ASYNC_EAGER &&
+		   io_uring_sq_ready(&u->ring) >= EAGER_BATCH) {
 		flush_sq(loop, u);
+	}
 }
 
 static bool push_cancels(rl_loop *loop, struct rl__uring *u);
@@ -551,6 +599,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	struct rl__uring *u = rl__u(loop);
 	struct io_uring_cqe *cqe;
 	struct __kernel_timespec ts;
+	bool entered = false;
 	int ret;
 
 	push_pending(loop, u);
@@ -582,6 +631,17 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	 * once on such a ring, which would end every wait before it polled.
 	 * So the loop never sleeps in the kernel there: each wait is one
 	 * enter that submits and polls, and rl_run() comes round again. */
+	/* About to sleep with a batch to submit: submit it on its own first,
+	 * so that learn() sees whether it completes inline. If it did, the
+	 * wait below takes those completions without sleeping and without a
+	 * second enter; if not, the sleep costs one more enter, once per
+	 * batch of requests that go to a device. */
+	if (!u->iopoll && timeout_ns != 0 && learning(u) &&
+	    !io_uring_cq_ready(&u->ring) &&
+	    io_uring_sq_ready(&u->ring) >= LEARN_MIN) {
+		flush_sq(loop, u);
+		entered = true;
+	}
 	if (u->iopoll) {
 		count_submit(loop, u, true);
 		ret = io_uring_submit_and_get_events(&u->ring);
@@ -592,7 +652,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		 * block: submit what is queued and take what is ready. With
 		 * DEFER_TASKRUN, completions only appear from an enter. */
 		if (io_uring_sq_ready(&u->ring) ||
-		    (loop->opt.flags & RL_DEFER_TASKRUN) ||
+		    ((loop->opt.flags & RL_DEFER_TASKRUN) && !entered) ||
 		    (IO_URING_READ_ONCE(*u->ring.sq.kflags) &
 		     IORING_SQ_TASKRUN)) {
 			count_submit(loop, u, true);

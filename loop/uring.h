@@ -57,7 +57,12 @@ struct rl__uring {
 	bool sqpoll;
 	bool iopoll;	       /* RL_IOPOLL: wait by polling, never sleep */
 	unsigned submit_batch; /* rl_options.submit_batch */
-	uint8_t sqe_flags;     /* on every file request's SQEs (IOSQE_ASYNC) */
+	/* With submit_batch 0: how sure the loop is that what it submits
+	 * goes to a device and completes later, rather than inline in the
+	 * enter (learn() in uring.c). At ASYNC_EAGER or more, requests are
+	 * submitted in small batches as they come, not at the next wait. */
+	uint8_t async_score;
+	uint8_t sqe_flags; /* on every file request's SQEs (IOSQE_ASYNC) */
 	bool closing;
 	int error; /* a submit failed for good: the next wait says so */
 	int32_t *free_slots;

@@ -1239,6 +1239,105 @@ BACKEND_TEST(fs_write, submit_batch_submits_before_the_wait)
 	tclose(loop);
 }
 
+static void no_op_timer(rl_timer *t, int status)
+{
+	(void)t;
+	(void)status;
+}
+
+/* Runs one turn of the loop that may sleep, bounded by a timer. */
+static void run_once_bounded(rl_loop *loop)
+{
+	rl_timer t;
+
+	rl_timer_init(&t);
+	cr_assert_eq(rl_timer_start(loop, &t, 2, 0, no_op_timer), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	rl_timer_stop(loop, &t);
+}
+
+/* The default submit_batch (0) adapts on io_uring: once batches of reads
+ * have gone to the kernel and stayed there (reads of empty pipes), reads
+ * are submitted four at a time as they are made; once batches complete
+ * inline again (reads of a cached file), they wait for the loop's next
+ * wait. On epoll nothing enters a ring. */
+BACKEND_TEST(fs_write, adaptive_submission_follows_what_completes_inline)
+{
+	enum { NP = 20, LATER = 16 };
+	const char *path = tfile("adapt", 100);
+	bool uring = tp->backend == RL_BACKEND_URING;
+	struct one o[NP], f[8];
+	int p[NP][2], fd;
+	char buf[NP][4], a[8][100];
+	struct rl_stats s0, s1;
+	rl_loop *loop = tloop(tp);
+
+	for (int i = 0; i < NP; i++)
+		cr_assert_eq(pipe2(p[i], O_CLOEXEC), 0);
+	/* Two batches of 8 reads that go to the kernel and wait there. */
+	for (int round = 0; round < 2; round++) {
+		for (int i = round * 8; i < round * 8 + 8; i++)
+			cr_assert_eq(rl_fs_read(loop, one_req(&o[i]), p[i][0],
+						buf[i], 4, 0, tseen_cb),
+				     0);
+		run_once_bounded(loop);
+	}
+	/* Now three more reads wait in the SQ; the fourth sends them. */
+	rl_loop_stats(loop, &s0);
+	for (int i = LATER; i < LATER + 3; i++)
+		cr_assert_eq(rl_fs_read(loop, one_req(&o[i]), p[i][0], buf[i],
+					4, 0, tseen_cb),
+			     0);
+	rl_loop_stats(loop, &s1);
+	cr_assert_eq(s1.enters, s0.enters, "three reads wait");
+	cr_assert_eq(rl_fs_read(loop, one_req(&o[LATER + 3]), p[LATER + 3][0],
+				buf[LATER + 3], 4, 0, tseen_cb),
+		     0);
+	rl_loop_stats(loop, &s1);
+	cr_assert_eq(s1.enters, s0.enters + (uring ? 1 : 0),
+		     "the fourth read sends the batch");
+	for (int i = 0; i < NP; i++) {
+		cr_assert_eq(o[i].s.calls, 0);
+		cr_assert_eq(write(p[i][1], "pipe", 4), 4);
+	}
+	trun(loop);
+	for (int i = 0; i < NP; i++) {
+		cr_assert_eq(o[i].s.calls, 1);
+		cr_assert_eq(o[i].s.result, 4);
+		cr_assert_eq(memcmp(buf[i], "pipe", 4), 0);
+		close(p[i][0]);
+		close(p[i][1]);
+	}
+
+	/* Reads of a cached file complete inline: after two batches of
+	 * them, four reads wait for the loop again. */
+	fd = open_fd(loop, path, O_RDONLY | O_CLOEXEC, 0);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 8; i++)
+			cr_assert_eq(rl_fs_read(loop, one_req(&f[i]), fd, a[i],
+						100, 0, tseen_cb),
+				     0);
+		trun(loop);
+		for (int i = 0; i < 8; i++)
+			cr_assert_eq(f[i].s.result, 100);
+	}
+	rl_loop_stats(loop, &s0);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(rl_fs_read(loop, one_req(&f[i]), fd, a[i], 100, 0,
+					tseen_cb),
+			     0);
+	rl_loop_stats(loop, &s1);
+	cr_assert_eq(s1.enters, s0.enters, "cached reads wait for the loop");
+	trun(loop);
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(f[i].s.calls, 1);
+		cr_assert_eq(f[i].s.result, 100);
+		tcheck("adapt", a[i], 100);
+	}
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+}
+
 /* --------------------------------------------------- registered buffers */
 
 BACKEND_TEST(fs_write, fixed_buffers_round_trip)

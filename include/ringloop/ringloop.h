@@ -142,13 +142,17 @@ struct rl_options {
 	 * until the system call ends by itself.
 	 */
 	int pool_signal;
-	unsigned submit_batch; /* io_uring: submit as soon as this many
-				 * SQEs wait, rather than at the loop's
-				 * next wait (0, the default: one
-				 * io_uring_enter for all). 1 or 2 gets
-				 * direct I/O to the device sooner, at the
-				 * cost of more enters (fio submits each I/O
-				 * at once) */
+	/*
+	 * io_uring: when file requests go to the kernel. N > 0: as soon as
+	 * N SQEs wait. 0, the default, adapts: the loop watches whether
+	 * what it submits completes inline (cached reads) or later (direct
+	 * I/O to a disk, reads of pipes); in the first case everything
+	 * waits for one io_uring_enter at the loop's next wait, in the
+	 * second requests go in batches of 4 as they are made, so that a
+	 * device gets them while the loop is still running callbacks. The
+	 * stats' enters count shows what it chose.
+	 */
+	unsigned submit_batch;
 };
 
 /* Fills *opt with the defaults (every field 0 means "default"). */
