@@ -20,6 +20,8 @@
 # Written in bash and POSIX awk (mawk on Debian works): no python or node
 # needed on the machine a run is compared on.
 set -euo pipefail
+# field() and jget(): scripts/json.awk, in front of each awk program.
+json_awk=$(cat "$(dirname "$0")/json.awk")
 
 markdown=0 alpha=0.05
 while [ $# -gt 0 ]; do
@@ -37,18 +39,9 @@ for f in "$1" "$2"; do
 	[ -r "$f" ] || { echo "compare.sh: cannot read $f" >&2; exit 2; }
 done
 
-awk -v markdown="$markdown" -v alpha="$alpha" -v nameA="$1" -v nameB="$2" '
-# The value of "key" in a one-line JSON object: a number, a string or
-# null (""); objects and arrays are not looked into, except runs_ms.
-function field(s, key,   m) {
-	if (!match(s, "\"" key "\":(\"[^\"]*\"|[^,}]*)"))
-		return ""
-	m = substr(s, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
-	if (m == "null")
-		return ""
-	gsub(/^"|"$/, "", m)
-	return m
-}
+awk -v markdown="$markdown" -v alpha="$alpha" -v nameA="$1" -v nameB="$2" "$json_awk"'
+# jget (scripts/json.awk) reads the fields of a record; the knobs object and
+# runs_ms are read here.
 function knobs(s) {
 	if (!match(s, "\"knobs\":\\{[^}]*\\}"))
 		return ""
@@ -62,13 +55,13 @@ function runs_of(s,   m) {
 	return m
 }
 function cellkey(s,   k, i, d) {
-	k = field(s, "backend") "|" field(s, "style") "|" field(s, "scenario")
+	k = jget(s, "backend") "|" jget(s, "style") "|" jget(s, "scenario")
 	# (pool_threads is also a knob; the one of an epoll random I/O cell
 	# comes first in the line.)
 	split("mode loops qd bs fsync pool_threads conns msg_size", d, " ")
 	for (i = 1; i <= 8; i++)
-		if (field(s, d[i]) != "")
-			k = k "|" d[i] "=" field(s, d[i])
+		if (jget(s, d[i]) != "")
+			k = k "|" d[i] "=" jget(s, d[i])
 	return k
 }
 function abs(x) { return x < 0 ? -x : x }
@@ -144,18 +137,18 @@ function min_p(n1, n2,   c, i) {
 FNR == 1 { file++ }
 /^\{"meta":/ {
 	split("kernel cpu cpus liburing compiler commit io_uring_disabled syscall_ns enter_ns", mk, " ")
-	for (i = 1; i <= 9; i++) meta[file, mk[i]] = field($0, mk[i])
+	for (i = 1; i <= 9; i++) meta[file, mk[i]] = jget($0, mk[i])
 	next
 }
-/^\{/ && field($0, "backend") != "" {
+/^\{/ && jget($0, "backend") != "" {
 	k = cellkey($0)
 	if (!((k, 1) in present) && !((k, 2) in present)) order[++nk] = k
 	present[k, file] = 1
-	med[k, file] = field($0, "median_ms")
+	med[k, file] = jget($0, "median_ms")
 	if (med[k, file] != "") med[k, file] += 0
-	err[k, file] = field($0, "error")
-	sdv[k, file] = field($0, "stdev_ms")
-	noisy[k, file] = field($0, "noisy")
+	err[k, file] = jget($0, "error")
+	sdv[k, file] = jget($0, "stdev_ms")
+	noisy[k, file] = jget($0, "noisy")
 	rr[k, file] = runs_of($0)
 	kn = knobs($0)
 	if (kn != "") knob[file] = kn

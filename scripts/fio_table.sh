@@ -12,6 +12,8 @@
 # its rounds, and the ratios are taken between those medians; "rounds"
 # says how many there were. bash and awk only.
 set -euo pipefail
+# field() and jget(): scripts/json.awk, in front of each awk program.
+json_awk=$(cat "$(dirname "$0")/json.awk")
 cd "$(dirname "$0")/.."
 
 markdown=0
@@ -19,16 +21,8 @@ if [ "${1:-}" = --markdown ]; then markdown=1; shift; fi
 file=${1:-bench/results/fio-latest.json}
 [ -r "$file" ] || { echo "fio_table.sh: cannot read $file" >&2; exit 1; }
 
-awk -v md="$markdown" '
+awk -v md="$markdown" "$json_awk"'
 # The cell fields only: the knobs object repeats some names.
-function field(k,   m, s) {
-	s = $0; sub(/,"knobs":\{[^}]*\}/, "", s)
-	if (!match(s, "\"" k "\":(\"[^\"]*\"|[^,}]*)")) return ""
-	m = substr(s, RSTART + length(k) + 3, RLENGTH - length(k) - 3)
-	if (m == "null") return ""
-	gsub(/^"|"$/, "", m)
-	return m
-}
 function f(v, d) { return v == "" ? "-" : sprintf("%." d "f", v) }
 function ratio(a, b) { return a == "" || b == "" || b + 0 == 0 ? "-" : sprintf("%.2f", a / b) }
 /^\{"meta":/ {

@@ -15,6 +15,8 @@
 # Every chart's caption gives the machine, N, runs and the syscall cost,
 # from the run's meta record.
 set -euo pipefail
+# field() and jget(): scripts/json.awk, in front of each awk program.
+json_awk=$(cat "$(dirname "$0")/json.awk")
 cd "$(dirname "$0")/.."
 
 peers=0
@@ -30,15 +32,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # One awk pass writes the data files and a gnuplot include with the
 # caption, the x tics and the list of series.
-awk -v dir="$tmp" -v peers="$peers" '
-function field(k,   m) {
-	if (!match($0, "\"" k "\":(\"[^\"]*\"|[^,}]*)"))
-		return ""
-	m = substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3)
-	if (m == "null") return ""
-	gsub(/^"|"$/, "", m)
-	return m
-}
+awk -v dir="$tmp" -v peers="$peers" "$json_awk"'
 function q(s) { gsub(/"/, "", s); return "\"" s "\"" }
 function short(s) { return s == "callback" ? "cb" : s == "promise" ? "pr" : s == "coro" ? "co" : "" }
 # The plot command for bar series: one data file each (only those that

@@ -18,6 +18,8 @@
 #       randread and randwrite, one column per queue depth (IOPS, p50
 #       latency, CPU per operation) and the ratio to the limit row.
 set -euo pipefail
+# field() and jget(): scripts/json.awk, in front of each awk program.
+json_awk=$(cat "$(dirname "$0")/json.awk")
 cd "$(dirname "$0")/.."
 
 peers=0
@@ -29,15 +31,7 @@ fi
 file=${1:-bench/results/latest.json}
 [ -r "$file" ] || { echo "results_table.sh: cannot read $file" >&2; exit 1; }
 
-awk -v peers="$peers" '
-function field(k,   m) {
-	if (!match($0, "\"" k "\":(\"[^\"]*\"|[^,}]*)"))
-		return ""
-	m = substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3)
-	if (m == "null") return ""
-	gsub(/^"|"$/, "", m)
-	return m
-}
+awk -v peers="$peers" "$json_awk"'
 function fmt(v, d) { return v == "" ? "-" : sprintf("%." d "f", v) }
 function pm(v, sd) { return v == "" ? "-" : sprintf("%.1f ±%.0f%%", v, sd == "" || v == 0 ? 0 : 100 * sd / v) }
 # "N× faster" when x >= 1 (x = peer / ours), "N× slower" otherwise: a loss

@@ -13,20 +13,14 @@
 # p50 latency and CPU per operation, and the ratio to the limit row
 # (its IOPS over the cell's). bash and awk only.
 set -euo pipefail
+# field() and jget(): scripts/json.awk, in front of each awk program.
+json_awk=$(cat "$(dirname "$0")/json.awk")
 cd "$(dirname "$0")/.."
 file=${1:-bench/results/storage-latest.json}
 [ -r "$file" ] || { echo "storage_table.sh: cannot read $file" >&2; exit 1; }
 
-awk '
+awk "$json_awk"'
 # The cell fields only: the knobs object repeats some names.
-function field(k,   m, s) {
-	s = $0; sub(/,"knobs":\{[^}]*\}/, "", s)
-	if (!match(s, "\"" k "\":(\"[^\"]*\"|[^,}]*)")) return ""
-	m = substr(s, RSTART + length(k) + 3, RLENGTH - length(k) - 3)
-	if (m == "null") return ""
-	gsub(/^"|"$/, "", m)
-	return m
-}
 function fmt(v, d) { return v == "" ? "-" : sprintf("%." d "f", v) }
 function pm(v, sd) { return v == "" ? "-" : sprintf("%.1f ±%.0f%%", v, sd == "" || v == 0 ? 0 : 100 * sd / v) }
 /^\{"meta":/ {

@@ -9,6 +9,8 @@
 #   scripts/sweep.sh window "1 4 16 64 256 1024" --style callback
 # Output: bench/results/sweep-KNOB-<stamp>.{csv,png,svg}
 set -euo pipefail
+# field() and jget(): scripts/json.awk, in front of each awk program.
+json_awk=$(cat "$(dirname "$0")/json.awk")
 cd "$(dirname "$0")/.."
 
 [ $# -ge 2 ] || { sed -n '2,12p' "$0"; exit 2; }
@@ -27,13 +29,7 @@ for v in $values; do
 	if [ "$knob" = n ]; then flag="-n"; else flag="--$knob"; fi
 	echo "sweep: --$knob $v" >&2
 	bench/ringbench --json --no-out "$flag" "$v" "$@" 2>/dev/null |
-	awk -v v="$v" '
-	function field(k,   m) {
-		if (match($0, "\"" k "\":\"?[^,\"}]*")) {
-			m = substr($0, RSTART, RLENGTH); sub(/^[^:]*:"?/, "", m); return m
-		}
-		return ""
-	}
+	awk -v v="$v" "$json_awk"'
 	# Cells only: not the meta record, not a cell that failed.
 	field("backend") != "" && field("error") == "" && field("median_ms") != "" { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", v, field("backend"),
 		field("style"), field("scenario"), field("median_ms"), field("ratio"),
