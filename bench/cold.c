@@ -161,7 +161,11 @@ static long drop_fd(int fd, long *resident)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
 		return 0;
 	pages = (long)((st.st_size + page - 1) / page);
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	/* PROT_NONE: mincore() needs a mapping, not access to it, and a
+	 * readable mapping of a file is read by tools that watch mappings
+	 * (Valgrind reads its first page to look for an ELF header),
+	 * bringing back the page the count is about. */
+	map = mmap(NULL, (size_t)st.st_size, PROT_NONE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return -1;
 	/* Dirty pages stay (the files are synced once, when made: an
