@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench.h"
 #include "bench_group.h"
@@ -151,31 +152,93 @@ static void pong_cb(struct rl_post *post)
 	rl_post(rl_group_loop(r->g, 1), &r->ping, ping_cb);
 }
 
-int bench_msg_rtt(int backend, int wake, unsigned iterations, double *p50_us,
-		  double *p99_us)
+/* The CPU time of every thread of the process, in ns. */
+static uint64_t process_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int open_pair(rl_group **g, int backend, int wake, int64_t spin_ns)
 {
 	struct rl_group_options go;
-	struct rtt r = { 0 };
-	int ret;
 
 	rl_group_options_init(&go);
 	go.loops = 2;
 	go.msg_wake = wake;
 	go.loop.backend = backend;
-	ret = rl_group_open(&r.g, &go);
+	go.loop.idle_spin_ns = spin_ns;
+	return rl_group_open(g, &go);
+}
+
+int bench_msg_rtt(int backend, int wake, int64_t spin_ns, unsigned iterations,
+		  struct bench_msg_rtt *out)
+{
+	struct rtt r = { 0 };
+	uint64_t t0, cpu0;
+	int ret;
+
+	ret = open_pair(&r.g, backend, wake, spin_ns);
 	if (ret < 0)
 		return ret;
 	bench_hist_reset(&r.lat);
 	r.ping.data = r.pong.data = &r;
 	r.left = iterations;
 	rl_ref(rl_group_loop(r.g, 0));
-	r.t0 = bench_now_ns();
+	cpu0 = process_cpu_ns();
+	r.t0 = t0 = bench_now_ns();
 	rl_post(rl_group_loop(r.g, 1), &r.ping, ping_cb);
 	ret = rl_run(rl_group_loop(r.g, 0), RL_RUN_DEFAULT);
+	out->wall_ms = (double)(bench_now_ns() - t0) / 1e6;
+	out->cpu_us_per_rt =
+		(double)(process_cpu_ns() - cpu0) / 1e3 / iterations;
 	rl_group_close(r.g);
-	if (ret >= 0) {
-		*p50_us = (double)bench_hist_percentile(&r.lat, 0.50) / 1e3;
-		*p99_us = (double)bench_hist_percentile(&r.lat, 0.99) / 1e3;
-	}
+	if (ret < 0)
+		return ret;
+	out->p50_us = (double)bench_hist_percentile(&r.lat, 0.50) / 1e3;
+	out->p99_us = (double)bench_hist_percentile(&r.lat, 0.99) / 1e3;
+	out->cpu_util = out->cpu_us_per_rt * iterations / 1e3 / out->wall_ms;
+	return 0;
+}
+
+/* ------------------------------------------- what the spin costs idle */
+
+struct idle {
+	rl_loop *loop;
+	rl_timer timer;
+	unsigned left;
+};
+
+static void tick_cb(rl_timer *t, int status)
+{
+	struct idle *idle = t->data;
+
+	if (status < 0 || --idle->left == 0)
+		rl_timer_stop(idle->loop, t);
+}
+
+int bench_group_idle_cpu(int backend, int64_t spin_ns, unsigned period_ms,
+			 unsigned ticks, double *cpu_util)
+{
+	struct idle idle = { .left = ticks };
+	uint64_t t0, cpu0;
+	rl_group *g;
+	int ret;
+
+	ret = open_pair(&g, backend, RL_MSG_WAKE_DEFAULT, spin_ns);
+	if (ret < 0)
+		return ret;
+	idle.loop = rl_group_loop(g, 0);
+	rl_timer_init(&idle.timer);
+	idle.timer.data = &idle;
+	cpu0 = process_cpu_ns();
+	t0 = bench_now_ns();
+	rl_timer_start(idle.loop, &idle.timer, period_ms, period_ms, tick_cb);
+	ret = rl_run(rl_group_loop(g, 0), RL_RUN_DEFAULT);
+	*cpu_util = (double)(process_cpu_ns() - cpu0) /
+		    (double)(bench_now_ns() - t0);
+	rl_group_close(g);
 	return ret < 0 ? ret : 0;
 }

@@ -33,8 +33,22 @@ void bench_group_close(struct bench_group *bg);
 int bench_tpc_run(struct bench_ctx *ctx);
 
 /* --micro: the round trip of a message from loop 0 to loop 1 and back,
- * both sleeping between messages, iterations times: p50 and p99 in us. */
-int bench_msg_rtt(int backend, int wake, unsigned iterations, double *p50_us,
-		  double *p99_us);
+ * iterations times, on a group of two loops with wake (enum rl_msg_wake)
+ * and rl_options.idle_spin_ns spin_ns: each loop waits (spinning, then
+ * sleeping) between messages. */
+struct bench_msg_rtt {
+	double p50_us, p99_us;
+	double cpu_us_per_rt; /* every thread's CPU time per round trip */
+	double cpu_util;      /* CPU time over wall time */
+	double wall_ms;
+};
+int bench_msg_rtt(int backend, int wake, int64_t spin_ns, unsigned iterations,
+		  struct bench_msg_rtt *out);
+
+/* --micro: the CPU a group of two loops uses while loop 0 only runs a
+ * timer, ticks times every period_ms, and loop 1 has nothing to do: what
+ * the idle spin costs where no message ever comes. CPU time over wall. */
+int bench_group_idle_cpu(int backend, int64_t spin_ns, unsigned period_ms,
+			 unsigned ticks, double *cpu_util);
 
 #endif

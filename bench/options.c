@@ -91,8 +91,13 @@ static void usage(FILE *f)
 		"                     still resident, and exit (for scripts/peers.sh)\n"
 		"  --loops N          loops of the spread and tpc rows (0 = one per CPU;\n"
 		"                     0..256); the other rows run on one loop\n"
-		"  --micro            also measure the coroutine switch round trip and\n"
-		"                     the cross-loop message round trip\n"
+		"  --idle-spin NS     every loop polls up to NS ns before it sleeps\n"
+		"                     (rl_options.idle_spin_ns; 0 = never; default:\n"
+		"                     the library's, which spins on group loops only)\n"
+		"  --micro            also measure the coroutine switch round trip, the\n"
+		"                     cross-loop message round trip (with and without\n"
+		"                     the idle spin) and what the spin costs a group\n"
+		"                     with nothing to do\n"
 		"  --out DIR          write DIR/<timestamp>.json and .csv (bench/results)\n"
 		"  --no-out           write no result files\n"
 		"  --help             this text\n",
@@ -246,6 +251,7 @@ void bench_opts_parse(int argc, char **argv)
 		O_CWINDOW,
 		O_MICRO,
 		O_LOOPS,
+		O_SPIN,
 		O_OUT,
 		O_NOOUT,
 		O_NOLAT,
@@ -292,6 +298,7 @@ void bench_opts_parse(int argc, char **argv)
 		{ "no-inline", no_argument, 0, O_NOINLINE },
 		{ "coro-window", required_argument, 0, O_CWINDOW },
 		{ "micro", no_argument, 0, O_MICRO },
+		{ "idle-spin", required_argument, 0, O_SPIN },
 		{ "loops", required_argument, 0, O_LOOPS },
 		{ "out", required_argument, 0, O_OUT },
 		{ "no-out", no_argument, 0, O_NOOUT },
@@ -416,6 +423,13 @@ void bench_opts_parse(int argc, char **argv)
 			break;
 		case O_LOOPS:
 			o->loops = (unsigned)num("--loops", optarg, 0, 256);
+			break;
+		case O_SPIN:
+			/* rl_options: 0 is the default, < 0 none. */
+			o->loop.idle_spin_ns = (int64_t)num(
+				"--idle-spin", optarg, 0, RL_IDLE_SPIN_MAX_NS);
+			if (!o->loop.idle_spin_ns)
+				o->loop.idle_spin_ns = -1;
 			break;
 		case O_OUT:
 			o->out_dir = optarg;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,13 @@ static void json_knobs(FILE *f)
 	fputs("\"iowq_max\":", f);
 	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
 	fprintf(f, ",\"submit_batch\":%u", o->submit_batch);
+	/* null: the library's default (a spin on group loops only). */
+	fputs(",\"idle_spin_ns\":", f);
+	json_num(f,
+		 o->idle_spin_ns
+			 ? (double)(o->idle_spin_ns < 0 ? 0 : o->idle_spin_ns)
+			 : NAN,
+		 0);
 	fprintf(f,
 		",\"pool_threads\":%u,\"no_inline\":%d,\"force_async\":%d,"
 		"\"iopoll\":%d,\"fixed_bufs\":%d,\"coro_window\":%zu}",
@@ -304,6 +312,9 @@ static void text_header(FILE *f, const struct bench_machine *m)
 		fputs(", iopoll", f);
 	if (o->pool_threads)
 		fprintf(f, ", pool-threads %u", o->pool_threads);
+	if (o->idle_spin_ns)
+		fprintf(f, ", idle-spin %lld ns",
+			(long long)(o->idle_spin_ns < 0 ? 0 : o->idle_spin_ns));
 	if (bench_opt.coro_window || bench_opt.coro_window_all)
 		fprintf(f, ", coro-window %zu", bench_effective_coro_window());
 	if (!bench_opt.latency)
@@ -644,6 +655,24 @@ void bench_report_cell(const struct bench_cell *c)
 		json_cell(json_out, c);
 	if (csv_out)
 		csv_cell(csv_out, c);
+}
+
+void bench_report_json(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (bench_opt.json) {
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+		fflush(stdout);
+	}
+	if (json_out) {
+		va_start(ap, fmt);
+		vfprintf(json_out, fmt, ap);
+		va_end(ap);
+		fflush(json_out);
+	}
 }
 
 static void remove_run_files(void)

@@ -26,5 +26,9 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n);
 /* Closes the files; latest.* are updated only when some cell has times. */
 void bench_report_close(struct bench_cell *const *cells, unsigned n);
 FILE *bench_report_text(void);
+/* One JSON line of another kind than a cell (--micro's), written where
+ * the cells go; fmt makes the whole line, its newline included. */
+void bench_report_json(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
 
 #endif

@@ -834,34 +834,99 @@ static int check_storage_options(void)
 	return 0;
 }
 
-/* --micro: the cross-loop round trip with each way to wake a loop. */
+/*
+ * --micro: the cross-loop round trip with each way to wake a loop, each
+ * with its loops sleeping at once between messages (idle_spin_ns -1) and
+ * with a group's default spin before the sleep; then what that spin costs
+ * a group with no messages at all: one timer on loop 0, firing once, or
+ * every millisecond.
+ */
 static void micro_msg(void)
 {
 	static const struct {
-		const char *name;
+		const char *name, *key;
 		int backend, wake;
 	} ways[] = {
-		{ "uring, IORING_OP_MSG_RING", RL_BACKEND_URING,
-		  RL_MSG_WAKE_RING },
-		{ "uring, eventfd", RL_BACKEND_URING, RL_MSG_WAKE_EVENTFD },
-		{ "epoll, eventfd", RL_BACKEND_EPOLL, RL_MSG_WAKE_EVENTFD },
+		{ "uring, IORING_OP_MSG_RING", "uring-msg-ring",
+		  RL_BACKEND_URING, RL_MSG_WAKE_RING },
+		{ "uring, eventfd", "uring-eventfd", RL_BACKEND_URING,
+		  RL_MSG_WAKE_EVENTFD },
+		{ "epoll, eventfd", "epoll-eventfd", RL_BACKEND_EPOLL,
+		  RL_MSG_WAKE_EVENTFD },
 	};
+	/* Off, and the group's default or the --idle-spin asked for. */
+	const int64_t spins[] = { -1, bench_opt.loop.idle_spin_ns
+					      ? bench_opt.loop.idle_spin_ns
+					      : RL_GROUP_IDLE_SPIN_NS };
+	static const struct {
+		const char *name;
+		unsigned period_ms, ticks;
+	} idles[] = { { "idle", 300, 1 }, { "1 ms timer", 1, 300 } };
+	unsigned nspins = spins[1] > 0 ? 2 : 1;
+	FILE *f = bench_report_text();
 
-	for (unsigned i = 0; i < sizeof(ways) / sizeof(ways[0]); i++) {
-		double p50 = 0, p99 = 0;
-		int ret = bench_msg_rtt(ways[i].backend, ways[i].wake, 20000,
-					&p50, &p99);
+	for (unsigned i = 0; i < sizeof(ways) / sizeof(ways[0]); i++)
+		for (unsigned s = 0; s < nspins; s++) {
+			struct bench_msg_rtt r;
+			int64_t spin = spins[s];
+			int ret = bench_msg_rtt(ways[i].backend, ways[i].wake,
+						spin, 20000, &r);
 
-		if (ret < 0)
-			fprintf(bench_report_text(),
-				"cross-loop round trip (%s): %s\n",
-				ways[i].name, rl_strerror(ret));
-		else
-			fprintf(bench_report_text(),
-				"cross-loop round trip (%s): p50 %.2f us, "
-				"p99 %.2f us\n",
-				ways[i].name, p50, p99);
-	}
+			if (ret < 0) {
+				fprintf(f,
+					"cross-loop round trip (%s, spin "
+					"%lld ns): %s\n",
+					ways[i].name,
+					(long long)(spin < 0 ? 0 : spin),
+					rl_strerror(ret));
+				continue;
+			}
+			fprintf(f,
+				"cross-loop round trip (%s, spin %lld ns): "
+				"p50 %.2f us, p99 %.2f us, CPU %.2f us per "
+				"round trip (util %.2f)\n",
+				ways[i].name, (long long)(spin < 0 ? 0 : spin),
+				r.p50_us, r.p99_us, r.cpu_us_per_rt,
+				r.cpu_util);
+			bench_report_json(
+				"{\"micro\":\"msg_rtt\",\"mechanism\":\"%s\","
+				"\"idle_spin_ns\":%lld,\"iterations\":%u,"
+				"\"p50_us\":%.3f,\"p99_us\":%.3f,"
+				"\"cpu_us_per_rt\":%.3f,\"cpu_util\":%.3f}\n",
+				ways[i].key, (long long)(spin < 0 ? 0 : spin),
+				20000u, r.p50_us, r.p99_us, r.cpu_us_per_rt,
+				r.cpu_util);
+		}
+	for (unsigned b = 0; b < 2; b++)
+		for (unsigned k = 0; k < sizeof(idles) / sizeof(idles[0]); k++)
+			for (unsigned s = 0; s < nspins; s++) {
+				int backend =
+					b ? RL_BACKEND_EPOLL : RL_BACKEND_URING;
+				int64_t spin = spins[s];
+				double util = 0;
+				int ret = bench_group_idle_cpu(
+					backend, spin, idles[k].period_ms,
+					idles[k].ticks, &util);
+
+				if (ret < 0) {
+					fprintf(f, "group CPU: %s\n",
+						rl_strerror(ret));
+					continue;
+				}
+				fprintf(f,
+					"group of 2 %s loops, %s, spin %lld "
+					"ns: CPU util %.4f\n",
+					b ? "epoll" : "uring", idles[k].name,
+					(long long)(spin < 0 ? 0 : spin), util);
+				bench_report_json(
+					"{\"micro\":\"group_idle_cpu\","
+					"\"backend\":\"%s\",\"timer_ms\":%u,"
+					"\"ticks\":%u,\"idle_spin_ns\":%lld,"
+					"\"cpu_util\":%.5f}\n",
+					b ? "epoll" : "uring",
+					idles[k].period_ms, idles[k].ticks,
+					(long long)(spin < 0 ? 0 : spin), util);
+			}
 }
 
 int main(int argc, char **argv)

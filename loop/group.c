@@ -62,6 +62,10 @@ static int join_loop(struct rl__member *m, rl_loop *loop)
 	loop->member = m;
 	loop->msg_wake = (uint8_t)m->group->opt.msg_wake;
 	loop->spread = m->group->opt.flags & RL_GROUP_SPREAD;
+	/* Messages between loops are the point of a group: its loops poll
+	 * a little before they sleep unless told otherwise (ringloop.h). */
+	if (!m->group->opt.loop.idle_spin_ns)
+		loop->idle_spin_ns = RL_GROUP_IDLE_SPIN_NS;
 	return rl__spread_init(m);
 }
 

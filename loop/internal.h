@@ -18,6 +18,7 @@
 #include "ringloop/ringloop.h"
 #include "list.h"
 #include "queue.h"
+#include "spin.h"
 
 /* Request states (rl__req(req)->state). */
 enum {
@@ -127,6 +128,11 @@ struct rl_loop {
 	 * read_files go to the group's other loops (spread.c). */
 	struct rl__member *member;
 	bool spread;
+
+	/* rl_run()'s poll before a sleep (loop.c): its bound in ns (0: none)
+	 * and whether polls paid lately. */
+	uint64_t idle_spin_ns;
+	struct rl__spin idle_spin;
 };
 
 /* The loop running on this thread (inside rl_run()), or NULL. */

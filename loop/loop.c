@@ -131,6 +131,8 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 	if (opt->pool_signal < -1 || opt->pool_signal >= NSIG ||
 	    opt->pool_signal == SIGKILL || opt->pool_signal == SIGSTOP)
 		return -EINVAL;
+	if (opt->idle_spin_ns > RL_IDLE_SPIN_MAX_NS)
+		return -EINVAL;
 
 	loop = calloc(1, sizeof(*loop));
 	if (!loop)
@@ -138,6 +140,9 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt)
 	loop->opt = *opt;
 	if (!loop->opt.read_file_max)
 		loop->opt.read_file_max = RL_READ_FILE_MAX_DEFAULT;
+	/* A group sets its own default (group.c). */
+	loop->idle_spin_ns =
+		opt->idle_spin_ns > 0 ? (uint64_t)opt->idle_spin_ns : 0;
 	loop->now_ns = rl__clock_ns();
 	rl__list_init(&loop->tasks);
 	rl__list_init(&loop->cancelled);
@@ -402,6 +407,51 @@ static int run_batch(rl_loop *loop)
 	return n;
 }
 
+/* Whether the loop has something to run without waiting. */
+static bool has_work(rl_loop *loop)
+{
+	return !rl__fifo_empty(&loop->ready) || !rl__list_empty(&loop->tasks) ||
+	       !rl__list_empty(&loop->cancelled) || rl__net_items_pending(loop);
+}
+
+/*
+ * The poll before a sleep (rl_options.idle_spin_ns): looks at the posts
+ * and asks the backend for completions without waiting, until something
+ * arrives, the bound passes or the next timer (timeout ns away; -1: none)
+ * is due. Returns > 0 when something arrived, 0 when it did not, or the
+ * backend's error.
+ *
+ * No wake-up is lost to it. While it polls, "asleep" stays false, so a
+ * poster only pushes (msg.c): the loop is awake and finds the post here or
+ * in going_to_sleep(), which runs after the poll exactly as it does
+ * without one. A post made during the last poll, after the poll's final
+ * look, is therefore covered by the same argument as any post made just
+ * before a sleep (see going_to_sleep()).
+ */
+static int idle_spin(rl_loop *loop, int64_t timeout)
+{
+	uint64_t limit = loop->idle_spin_ns, start = rl__clock_ns(), now;
+	int ret;
+
+	if (timeout > 0 && (uint64_t)timeout < limit)
+		limit = (uint64_t)timeout;
+	for (;;) {
+		if (atomic_load_explicit(&loop->posts, memory_order_relaxed))
+			return 1;
+		ret = loop->backend->wait(loop, 0);
+		if (ret < 0 && ret != -EINTR && ret != -ETIME)
+			return ret;
+		if (ret > 0 || has_work(loop))
+			return 1;
+		now = rl__clock_ns();
+		if (now - start >= limit) {
+			loop->now_ns = now;
+			return 0;
+		}
+		rl__cpu_relax();
+	}
+}
+
 /*
  * The loop says it sleeps before it looks at the posts one last time; a
  * poster pushes before it looks at the flag. Both pairs are sequentially
@@ -439,13 +489,21 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 	n += run_batch(loop);
 
 	while (!loop->stop && rl__alive(loop)) {
-		if (mode == RL_RUN_NOWAIT || !rl__fifo_empty(&loop->ready) ||
-		    !rl__list_empty(&loop->tasks) ||
-		    !rl__list_empty(&loop->cancelled) ||
-		    rl__net_items_pending(loop))
+		if (mode == RL_RUN_NOWAIT || has_work(loop))
 			timeout = 0;
 		else
 			timeout = rl__timers_next_ns(loop);
+		if (timeout != 0 && loop->idle_spin_ns &&
+		    rl__spin_allowed(&loop->idle_spin)) {
+			ret = idle_spin(loop, timeout);
+			if (ret < 0) {
+				n = ret;
+				break;
+			}
+			rl__spin_outcome(&loop->idle_spin, ret > 0);
+			/* What arrived runs now; else the timer may be due. */
+			timeout = ret > 0 ? 0 : rl__timers_next_ns(loop);
+		}
 		timeout = going_to_sleep(loop, timeout);
 		ret = loop->backend->wait(loop, timeout);
 		if (timeout != 0)

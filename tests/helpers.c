@@ -101,20 +101,26 @@ void tseen_cb(rl_req *req)
 rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags, int wake)
 {
 	struct rl_group_options opt;
+
+	rl_group_options_init(&opt);
+	opt.loops = loops;
+	opt.flags = flags;
+	opt.msg_wake = wake;
+	return tgroup_opts(tp, &opt);
+}
+
+rl_group *tgroup_opts(const struct tp *tp, struct rl_group_options *opt)
+{
 	rl_group *g = NULL;
 	int ret;
 
 	if (tp->backend == RL_BACKEND_URING && getenv("RL_VALGRIND"))
 		cr_skip_test("a group of io_uring loops under Valgrind 3.19");
-	rl_group_options_init(&opt);
-	opt.loops = loops;
-	opt.flags = flags;
-	opt.msg_wake = wake;
-	opt.loop.backend = tp->backend;
-	opt.loop.flags = tp->flags;
-	ret = rl_group_open(&g, &opt);
+	opt->loop.backend = tp->backend;
+	opt->loop.flags |= tp->flags;
+	ret = rl_group_open(&g, opt);
 	cr_assert_eq(ret, 0, "rl_group_open: %s", rl_strerror(ret));
-	cr_assert_eq(rl_group_size(g), loops);
+	cr_assert_eq(rl_group_size(g), opt->loops);
 	return g;
 }
 

@@ -86,6 +86,9 @@ void tseen_cb(rl_req *req);
  * io_uring_enter, so loops each asleep in their own would wait for each
  * other for ever. */
 rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags, int wake);
+/* The same with the caller's options (loops > 0), tp's backend and flags
+ * added to its loop options. */
+rl_group *tgroup_opts(const struct tp *tp, struct rl_group_options *opt);
 
 /* Runs the loop to idle and asserts it returned >= 0. */
 void trun(rl_loop *loop);

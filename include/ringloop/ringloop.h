@@ -153,7 +153,29 @@ struct rl_options {
 	 * stats' enters count shows what it chose.
 	 */
 	unsigned submit_batch;
+	/*
+	 * How long rl_run(), when it would sleep, first polls for work (new
+	 * messages and posts, the backend's completions) without sleeping,
+	 * in nanoseconds, at most 1 s (more fails with -EINVAL). Waking a
+	 * thread that sleeps costs tens of microseconds on a virtual machine
+	 * (the CPU halts and the host must schedule it again); a loop that
+	 * polls instead reacts within a microsecond, and since it is awake,
+	 * messages to it need no wake-up at all. The poll stops at once when
+	 * anything arrives or a timer is due, and is bounded per sleep: a
+	 * loop with nothing to do sleeps after one poll, using no CPU. Polls
+	 * that come back empty make the next ones rarer (a loaded machine
+	 * goes back to plain sleeping). 0 = the default:
+	 * RL_GROUP_IDLE_SPIN_NS for the loops of a group (rl_group_open()),
+	 * where latency between loops is the point, and no polling for a loop
+	 * of its own; < 0 = never poll.
+	 */
+	int64_t idle_spin_ns;
 };
+
+/* rl_options.idle_spin_ns of a group's loops when it is left at 0. */
+#define RL_GROUP_IDLE_SPIN_NS 50000
+/* The largest rl_options.idle_spin_ns. */
+#define RL_IDLE_SPIN_MAX_NS 1000000000
 
 /* Fills *opt with the defaults (every field 0 means "default"). */
 void rl_options_init(struct rl_options *opt);
