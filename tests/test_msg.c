@@ -197,7 +197,8 @@ static void refuse_target_cb(struct rl_post *post)
 }
 
 /* On loop 0, long after loop 1 went to sleep: four requests fill loop 0's
- * 4-entry SQ (they go to the kernel with its next wait), so the wake-up of
+ * 4-entry SQ (they go to the kernel with its next wait: a loop that has
+ * submitted nothing yet keeps its SQEs until then), so the wake-up of
  * loop 1 finds no SQE for a MSG_RING and must take the eventfd: the way a
  * MSG_RING the kernel refuses goes too (rl__msg_ring_failed()). */
 static void refuse_timer_cb(rl_timer *t, int status)

@@ -22,8 +22,8 @@ int main(int argc, char **argv)
 	p.flags = IORING_SETUP_CQSIZE;
 	p.cq_entries = 4;
 	if (argc > 1 && !strcmp(argv[1], "defer"))
-		p.flags |= IORING_SETUP_SINGLE_ISSUER |
-			   IORING_SETUP_DEFER_TASKRUN;
+		p.flags |=
+			IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
 	ret = io_uring_queue_init_params(4, &a, &p);
 	if (ret < 0 || io_uring_queue_init(64, &b, 0) < 0) {
 		fprintf(stderr, "io_uring_queue_init: %s\n", strerror(-ret));
