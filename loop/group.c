@@ -6,7 +6,9 @@
  *
  * A worker runs its loop one batch at a time (RL_RUN_ONCE) under a
  * reference of the group, so it sleeps in its backend's wait whenever it
- * has nothing to do and any message wakes it (msg.c). Between batches it
+ * has nothing to do and any message wakes it (msg.c). Before it sleeps it
+ * polls for a while (rl_options.idle_spin_ns, RL_GROUP_IDLE_SPIN_NS unless
+ * set), so that a message that follows soon finds it awake. Between batches it
  * looks at whether the share it was given is done (nothing alive beside
  * the group's reference) and tells loop 0 with a message.
  *
