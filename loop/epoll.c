@@ -171,6 +171,15 @@ void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 
 /* ---------------------------------------------------------- the backend */
 
+/* The CPUs a burst may run on: every one, or the loop's share of them in
+ * a group (loop->burst_cpus). */
+static unsigned burst_cpus(const rl_loop *loop, const struct rl__ep *ep)
+{
+	return loop->burst_cpus && loop->burst_cpus < ep->ncpu
+		       ? loop->burst_cpus
+		       : ep->ncpu;
+}
+
 /* The fast path for one request; what it cannot finish goes to the pool. */
 static void run_one(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
@@ -196,9 +205,10 @@ static void run_one(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 static void run_inline(rl_loop *loop, struct rl__ep *ep)
 {
 	struct rl__fifo share = { 0 };
+	unsigned cpus = burst_cpus(loop, ep);
 	rl_req *req;
 
-	if (ep->ninline < SHARE_MIN || ep->ncpu < 2) {
+	if (ep->ninline < SHARE_MIN || cpus < 2) {
 		while ((req = rl__fifo_pop(&ep->inl)))
 			run_one(loop, ep, req);
 		ep->ninline = 0;
@@ -215,8 +225,7 @@ static void run_inline(rl_loop *loop, struct rl__ep *ep)
 	ep->in_pool += ep->ninline;
 	ep->ninline = 0;
 	/* The loop is the other CPU's worker. */
-	loop->stats.syscalls +=
-		rl__pool_submit(&ep->pool, &share, ep->ncpu - 1);
+	loop->stats.syscalls += rl__pool_submit(&ep->pool, &share, cpus - 1);
 	while ((req = rl__pool_take(&ep->pool))) {
 		ep->in_pool--;
 		/* The loop thread's own attempt holds its fd only while it
@@ -456,9 +465,9 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 	done += reap(loop, ep);
 	/* Spin only while a CPU is left over: with every CPU running a
 	 * worker, the spin would take one of them away. */
-	if (!done && timeout_ns != 0 && ep->in_pool && ep->in_pool < ep->ncpu &&
-	    !ep->nwatch && RL__POOL_SPIN_NS > 0 &&
-	    rl__spin_allowed(&ep->spin)) {
+	if (!done && timeout_ns != 0 && ep->in_pool &&
+	    ep->in_pool < burst_cpus(loop, ep) && !ep->nwatch &&
+	    RL__POOL_SPIN_NS > 0 && rl__spin_allowed(&ep->spin)) {
 		int64_t spent = spin_for_done(loop, ep, timeout_ns);
 
 		if (timeout_ns > 0)

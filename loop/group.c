@@ -64,6 +64,10 @@ static int join_loop(struct rl__member *m, rl_loop *loop)
 	loop->member = m;
 	loop->msg_wake = (uint8_t)m->group->opt.msg_wake;
 	loop->spread = m->group->opt.flags & RL_GROUP_SPREAD;
+	/* One loop per core: each loop's bursts keep to its share. */
+	loop->burst_cpus = cpu_count() / m->group->n;
+	if (!loop->burst_cpus)
+		loop->burst_cpus = 1;
 	/* Messages between loops are the point of a group: its loops poll
 	 * a little before they sleep unless told otherwise (ringloop.h). */
 	if (!m->group->opt.loop.idle_spin_ns)

@@ -129,6 +129,12 @@ struct rl_loop {
 	struct rl__member *member;
 	bool spread;
 
+	/* The CPUs a burst of this loop's file work may use (0: every CPU
+	 * the process may run on). A group's loops share the CPUs between
+	 * them (group.c): an epoll loop's pool then adds no workers to CPUs
+	 * the other loops already keep busy. */
+	unsigned burst_cpus;
+
 	/* rl_run()'s poll before a sleep (loop.c): its bound in ns (0: none)
 	 * and whether polls paid lately. */
 	uint64_t idle_spin_ns;

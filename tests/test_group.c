@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,16 @@
 
 #define FILES 8
 #define BURST 2000
+
+/* The CPUs this process may run on. */
+static unsigned tcpu_count(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return 1;
+	return (unsigned)CPU_COUNT(&set);
+}
 
 /* Files of different sizes, some larger than a first buffer (4096). */
 static const char *names[FILES] = { "a", "b", "c", "d", "e", "f", "g", "h" };
@@ -591,5 +602,54 @@ BACKEND_TEST(group, thread_per_core_shares)
 	cr_assert_eq(rl_group_run(g, tpc_share, NULL), 0);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(t.done[i], 10);
+	cr_assert_eq(rl_group_close(g), 0);
+}
+
+/* One loop per CPU: a burst of cached reads on one loop of the group runs
+ * on that loop's thread, which is its share of the CPUs; the epoll pool
+ * takes none of it (a lone epoll loop shares such a burst with its
+ * workers: fastpath::counters_burst_shared). */
+BACKEND_TEST(group, a_loop_per_cpu_keeps_its_burst)
+{
+	enum { N = 200 };
+	static rl_req reqs[N];
+	static char bufs[N][64];
+	const char *path = tfile("burst", 12);
+	struct tseen s = { 0 };
+	struct rl_stats st;
+	unsigned cpus = tcpu_count(), loops = cpus < 16 ? cpus : 16;
+	rl_group *g;
+	rl_loop *loop;
+
+	g = tgroup(tp, loops, 0, RL_MSG_WAKE_DEFAULT);
+	loop = rl_group_loop(g, 0);
+	/* Warm: the dentry and the page are both cached. */
+	reqs[0] = (rl_req){ .data = &s };
+	cr_assert_eq(
+		rl_fs_read_file(loop, &reqs[0], path, bufs[0], 64, 0, tseen_cb),
+		0);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	rl_loop_stats(loop, &st);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &s };
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 64,
+					     0, tseen_cb),
+			     0);
+	}
+	trun(loop);
+	cr_assert_eq(s.calls, N + 1);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(reqs[i].result, 12);
+		tcheck("burst", bufs[i], 12);
+	}
+	if (tp->backend == RL_BACKEND_EPOLL && !(tp->flags & RL_NO_INLINE) &&
+	    thave_resolve_cached() && cpus / loops < 2) {
+		struct rl_stats now;
+
+		rl_loop_stats(loop, &now);
+		cr_assert_eq(now.pool_jobs, st.pool_jobs);
+		cr_assert_eq(now.inline_completions - st.inline_completions, N);
+	}
 	cr_assert_eq(rl_group_close(g), 0);
 }
