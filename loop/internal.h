@@ -47,6 +47,10 @@ struct rl__backend {
 	int (*init)(rl_loop *loop, const struct rl_options *opt);
 	/* Frees everything; called when no request is in flight. */
 	void (*destroy)(rl_loop *loop);
+	/* Whether rl_loop_close() may close the loop on this thread: 0, or
+	 * -errno (-EEXIST: the ring belongs to another thread). NULL: any
+	 * thread may. */
+	int (*check_thread)(rl_loop *loop);
 	/* Takes an accepted request. It must finish later via rl__complete().
 	 * Never fails: what cannot go to the kernel now waits in a queue. */
 	void (*submit)(rl_loop *loop, rl_req *req);

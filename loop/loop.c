@@ -187,6 +187,11 @@ const char *rl_loop_backend_reason(const rl_loop *loop)
 	return loop->backend_reason;
 }
 
+unsigned rl_loop_flags(const rl_loop *loop)
+{
+	return loop->opt.flags;
+}
+
 void rl_loop_stats(const rl_loop *loop, struct rl_stats *out)
 {
 	*out = loop->stats;
@@ -593,6 +598,11 @@ int rl__loop_shutdown(rl_loop *loop)
 		return -EINVAL;
 	if (loop->running)
 		return -EBUSY;
+	if (loop->backend->check_thread) {
+		ret = loop->backend->check_thread(loop);
+		if (ret < 0)
+			return ret;
+	}
 	ret = run_close_hooks(loop);
 	if (ret < 0)
 		return ret;

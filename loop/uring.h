@@ -55,7 +55,17 @@ struct rl__uring {
 	bool direct; /* direct descriptors registered */
 	bool link;   /* read_file as one linked chain */
 	bool sqpoll;
-	bool iopoll;	       /* RL_IOPOLL: wait by polling, never sleep */
+	bool iopoll; /* RL_IOPOLL: wait by polling, never sleep */
+	/* SINGLE_ISSUER: the ring was set up disabled and belongs to the
+	 * thread that enables it, the first that enters it (ring_start() in
+	 * uring.c). */
+	bool single_issuer;
+	bool defer_taskrun; /* completions are posted only by our enters */
+	/* Until the first enter (ring_start()): whether the ring is still
+	 * disabled, and its fd still to be registered (RL_REGISTER_RING). */
+	bool started;
+	bool disabled;
+	bool register_ring;
 	unsigned submit_batch; /* rl_options.submit_batch */
 	/* With submit_batch 0: how sure the loop is that what it submits
 	 * goes to a device and completes later, rather than inline in the
@@ -86,6 +96,10 @@ struct rl__uring {
 	uint64_t *cancels;
 	unsigned ncancels, cancels_cap;
 	bool cancel_any;
+	/* The loop's close: requests pushed since it last asked the kernel
+	 * to cancel everything, and when that was (cancel_all()). */
+	bool pushed_since_cancel_all;
+	uint64_t cancel_all_ns;
 	struct rl__fifo pending; /* waiting for SQ room, CQ budget or a slot */
 	/* Next steps of requests that hold a slot already. They go before
 	 * pending: a request waiting for a slot must never stand in front of

@@ -18,10 +18,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Both io_uring rings are covered without a configuration of their own:
+ * "uring" has the default ring (SINGLE_ISSUER | DEFER_TASKRUN), the
+ * no-link and no-direct variants the plain one. */
 static const struct tp backends[] = {
 	{ RL_BACKEND_URING, 0, "uring" },
-	{ RL_BACKEND_URING, RL_NO_LINK, "uring-nolink" },
-	{ RL_BACKEND_URING, RL_NO_DIRECT, "uring-nodirect" },
+	{ RL_BACKEND_URING, RL_NO_LINK | RL_SHARED_RING, "uring-nolink" },
+	{ RL_BACKEND_URING, RL_NO_DIRECT | RL_SHARED_RING, "uring-nodirect" },
 #ifndef RL_TEST_URING_ONLY
 	{ RL_BACKEND_EPOLL, 0, "epoll" },
 	{ RL_BACKEND_EPOLL, RL_NO_INLINE, "epoll-pool" },

@@ -25,7 +25,12 @@
  *     with rl_req_more(req) false. See "Sockets" below.
  *
  * Everything here must be called on the loop thread, except rl_post(),
- * which any thread may call.
+ * which any thread may call. A loop is run and used by one thread: the
+ * first that makes it enter the kernel (rl_run(), or a submission that
+ * finds the io_uring SQ full), whichever thread opened it. On io_uring
+ * the default ring belongs to that thread for good (SINGLE_ISSUER, see
+ * RL_SHARED_RING): rl_run() on another thread fails with -EEXIST, and so
+ * does rl_loop_close(), which must be called on the loop's thread.
  */
 #ifndef RINGLOOP_H
 #define RINGLOOP_H
@@ -74,7 +79,22 @@ enum rl_backend_kind {
 	RL_BACKEND_EPOLL = 2,
 };
 
-/* Knobs for kernel experiments. All are off by default. */
+/*
+ * Knobs for kernel experiments. All are off by default.
+ *
+ * The io_uring ring. With none of RL_SQPOLL, RL_SINGLE_ISSUER,
+ * RL_DEFER_TASKRUN, RL_COOP_TASKRUN, RL_IOPOLL and RL_SHARED_RING, the
+ * loop sets up its default ring, SINGLE_ISSUER | DEFER_TASKRUN (Linux
+ * 6.1): the kernel runs completion work when the loop asks for
+ * completions, in one go, rather than interrupting it, which is what
+ * makes busy socket servers fast. The ring belongs to the thread that
+ * first enters it (see the top of this file). On a kernel that refuses
+ * those flags the loop sets up the plain ring instead, and
+ * rl_loop_backend_reason() says so. rl_loop_flags() tells which ring a
+ * loop has. Any ring knob asked for gives exactly the ring asked for
+ * (RL_SINGLE_ISSUER alone, say), which also belongs to the first thread
+ * that enters it when it has SINGLE_ISSUER.
+ */
 enum rl_flags {
 	RL_SQPOLL = 1u << 0,	    /* io_uring: kernel thread polls the SQ */
 	RL_SINGLE_ISSUER = 1u << 1, /* io_uring: IORING_SETUP_SINGLE_ISSUER */
@@ -97,6 +117,11 @@ enum rl_flags {
 				      * device without poll queues with
 				      * -EOPNOTSUPP. The loop then polls and
 				      * never sleeps in the kernel. */
+	RL_SHARED_RING = 1u << 11,  /* io_uring: the plain ring, which any
+				      * thread may enter, instead of the
+				      * default SINGLE_ISSUER |
+				      * DEFER_TASKRUN one (with either of
+				      * those: -EINVAL) */
 };
 
 /* The default of rl_options.read_file_max: 1 GiB. */
@@ -215,7 +240,9 @@ int rl_loop_open(rl_loop **out, const struct rl_options *opt);
  * in flight, runs their callbacks (with -ECANCELED or their real result),
  * waits for the kernel and worker threads to let go of them, and frees the
  * loop. Must not be called from a callback. Returns 0, or -EBUSY when
- * called from inside rl_run() or when a hook refused (nothing closed).
+ * called from inside rl_run() or when a hook refused, or -EEXIST when
+ * called on another thread than the one its io_uring ring belongs to
+ * (nothing closed then). A loop never run closes on any thread.
  */
 int rl_loop_close(rl_loop *loop);
 
@@ -255,8 +282,15 @@ void rl_loop_off_close(rl_loop *loop, rl_close_hook *hook);
 const char *rl_loop_backend(const rl_loop *loop);
 
 /* Why the loop chose its backend, e.g. "io_uring_setup: EPERM", or
- * "io_uring_setup: ENOMEM (RLIMIT_MEMLOCK 64 KiB)". */
+ * "io_uring_setup: ENOMEM (RLIMIT_MEMLOCK 64 KiB)"; on io_uring it ends
+ * with "; plain ring (DEFER_TASKRUN: EINVAL)" when the kernel refused the
+ * default ring. */
 const char *rl_loop_backend_reason(const rl_loop *loop);
+
+/* The knobs (enum rl_flags) the loop runs with: those of its options,
+ * plus RL_SINGLE_ISSUER | RL_DEFER_TASKRUN when it has the default
+ * io_uring ring. */
+unsigned rl_loop_flags(const rl_loop *loop);
 
 enum rl_run_mode {
 	RL_RUN_DEFAULT = 0, /* until nothing is alive, or rl_stop() */
