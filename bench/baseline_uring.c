@@ -88,16 +88,29 @@ void bench_raw_uring_close(struct bench_ctx *ctx)
  * A bare ring of entries SQEs with the io_uring knobs of o a hand-written
  * liburing program has too, mapped as the loop maps them (SQPOLL, single
  * issuer, DEFER_ and COOP_TASKRUN, plus setup_flags), then the registered
- * ring fd and the io-wq cap. On failure the ring is torn down and its fd
- * is -1, so that the caller's close can tell.
+ * ring fd and the io-wq cap. With no ring knob in o it is the loop's
+ * default ring, SINGLE_ISSUER | DEFER_TASKRUN (the plain one where the
+ * kernel refuses those, as the loop does), so that the loop's cells and
+ * this one differ by ringloop's own work only. It runs on the thread
+ * that sets it up, so it needs no R_DISABLED. On failure the ring is torn
+ * down and its fd is -1, so that the caller's close can tell.
  */
 int bench_raw_uring_setup(struct io_uring *ring, unsigned entries,
 			  const struct rl_options *o, unsigned setup_flags)
 {
+	const unsigned ring_knobs = RL_SQPOLL | RL_SINGLE_ISSUER |
+				    RL_DEFER_TASKRUN | RL_COOP_TASKRUN |
+				    RL_IOPOLL | RL_SHARED_RING;
 	struct io_uring_params p = { 0 };
+	bool fallback = false;
 	int ret;
 
 	p.flags = setup_flags;
+	if (!(o->flags & ring_knobs)) {
+		p.flags |=
+			IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+		fallback = true;
+	}
 	if (o->flags & RL_SQPOLL) {
 		p.flags |= IORING_SETUP_SQPOLL;
 		p.sq_thread_idle = o->sqpoll_idle_ms ? o->sqpoll_idle_ms : 1000;
@@ -109,6 +122,11 @@ int bench_raw_uring_setup(struct io_uring *ring, unsigned entries,
 	if (o->flags & RL_COOP_TASKRUN)
 		p.flags |= IORING_SETUP_COOP_TASKRUN;
 	ret = io_uring_queue_init_params(entries, ring, &p);
+	if (ret == -EINVAL && fallback) {
+		p.flags &= ~(IORING_SETUP_SINGLE_ISSUER |
+			     IORING_SETUP_DEFER_TASKRUN);
+		ret = io_uring_queue_init_params(entries, ring, &p);
+	}
 	if (ret < 0) {
 		ring->ring_fd = -1;
 		return ret;

@@ -62,6 +62,9 @@ static void usage(FILE *f)
 		"  --no-link          io_uring: read_file as open, read, close round trips\n"
 		"  --no-direct        io_uring: plain fds instead of direct descriptors\n"
 		"  --register-ring    io_uring: register the ring fd\n"
+		"  --shared-ring      io_uring: the plain ring, not the default\n"
+		"                     SINGLE_ISSUER | DEFER_TASKRUN one (raw-uring\n"
+		"                     follows)\n"
 		"  --iowq-max W       io_uring: cap io-wq workers at W (0 = kernel default)\n"
 		"  --submit-batch S   io_uring: submit once S SQEs wait, not at the loop's\n"
 		"                     next wait (0 = the default: at the wait)\n"
@@ -239,6 +242,7 @@ void bench_opts_parse(int argc, char **argv)
 		O_CQ,
 		O_SQPOLL,
 		O_SINGLE,
+		O_SHARED,
 		O_DEFER,
 		O_COOP,
 		O_NOLINK,
@@ -287,6 +291,7 @@ void bench_opts_parse(int argc, char **argv)
 		{ "cq-entries", required_argument, 0, O_CQ },
 		{ "sqpoll", no_argument, 0, O_SQPOLL },
 		{ "single-issuer", no_argument, 0, O_SINGLE },
+		{ "shared-ring", no_argument, 0, O_SHARED },
 		{ "defer-taskrun", no_argument, 0, O_DEFER },
 		{ "coop-taskrun", no_argument, 0, O_COOP },
 		{ "no-link", no_argument, 0, O_NOLINK },
@@ -382,6 +387,9 @@ void bench_opts_parse(int argc, char **argv)
 			break;
 		case O_SINGLE:
 			o->loop.flags |= RL_SINGLE_ISSUER;
+			break;
+		case O_SHARED:
+			o->loop.flags |= RL_SHARED_RING;
 			break;
 		case O_DEFER:
 			o->loop.flags |= RL_DEFER_TASKRUN;

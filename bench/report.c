@@ -88,11 +88,37 @@ static void json_meta(FILE *f, const struct bench_machine *m)
 		bench_opt.latency ? "true" : "false");
 }
 
+/* The io_uring ring the loop cells run on, as a loop opened with their
+ * options reports it (the default ring may have been refused), and the
+ * flags it has. */
+static const char *ring_ran(unsigned *flags)
+{
+	static const char *ring;
+	static unsigned ring_flags;
+	struct rl_options o = bench_opt.loop;
+	rl_loop *loop;
+
+	if (!ring) {
+		ring = "none";
+		ring_flags = o.flags;
+		o.backend = RL_BACKEND_URING;
+		if (rl_loop_open(&loop, &o) == 0) {
+			ring = rl_loop_ring(loop);
+			ring_flags = rl_loop_flags(loop);
+			rl_loop_close(loop);
+		}
+	}
+	*flags = ring_flags;
+	return ring;
+}
+
 /* The knobs as they ran: a default is written as the value it stands
  * for, and a knob that is not set (the io-wq cap) as null. */
 static void json_knobs(FILE *f)
 {
 	const struct rl_options *o = &bench_opt.loop;
+	unsigned ran;
+	const char *ring = ring_ran(&ran);
 
 	fprintf(f,
 		",\"knobs\":{\"size\":%zu,\"files\":%u,\"window\":%u,"
@@ -101,10 +127,11 @@ static void json_knobs(FILE *f)
 		"\"no_link\":%d,\"no_direct\":%d,\"register_ring\":%d,",
 		bench_opt.size, bench_opt.files, bench_effective_window(),
 		bench_effective_entries(), bench_effective_cq_entries(),
-		!!(o->flags & RL_SQPOLL), !!(o->flags & RL_SINGLE_ISSUER),
-		!!(o->flags & RL_DEFER_TASKRUN), !!(o->flags & RL_COOP_TASKRUN),
+		!!(o->flags & RL_SQPOLL), !!(ran & RL_SINGLE_ISSUER),
+		!!(ran & RL_DEFER_TASKRUN), !!(o->flags & RL_COOP_TASKRUN),
 		!!(o->flags & RL_NO_LINK), !!(o->flags & RL_NO_DIRECT),
 		!!(o->flags & RL_REGISTER_RING));
+	fprintf(f, "\"ring\":\"%s\",", ring);
 	fputs("\"iowq_max\":", f);
 	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
 	fprintf(f, ",\"submit_batch\":%u", o->submit_batch);
@@ -273,6 +300,7 @@ static void csv_cell(FILE *f, const struct bench_cell *c)
 static void text_header(FILE *f, const struct bench_machine *m)
 {
 	const struct rl_options *o = &bench_opt.loop;
+	unsigned ran;
 	char window[32] = "all";
 
 	if (bench_opt.window && bench_opt.window < bench_opt.n)
@@ -285,10 +313,7 @@ static void text_header(FILE *f, const struct bench_machine *m)
 		bench_opt.warmup, bench_opt.warmup == 1 ? "" : "s", window);
 	if (o->flags & RL_SQPOLL)
 		fputs(", sqpoll", f);
-	if (o->flags & RL_SINGLE_ISSUER)
-		fputs(", single-issuer", f);
-	if (o->flags & RL_DEFER_TASKRUN)
-		fputs(", defer-taskrun", f);
+	fprintf(f, ", ring %s", ring_ran(&ran));
 	if (o->flags & RL_COOP_TASKRUN)
 		fputs(", coop-taskrun", f);
 	if (o->flags & RL_NO_LINK)

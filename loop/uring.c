@@ -976,6 +976,20 @@ static void uring_destroy(rl_loop *loop)
 	loop->be = NULL;
 }
 
+const char *rl_loop_ring(const rl_loop *loop)
+{
+	unsigned f = loop->opt.flags;
+
+	if (loop->backend != &rl__backend_uring)
+		return "none";
+	return (f & RL_DEFER_TASKRUN)	? "defer-taskrun"
+	       : (f & RL_SINGLE_ISSUER) ? "single-issuer"
+	       : (f & RL_SQPOLL)	? "sqpoll"
+	       : (f & RL_IOPOLL)	? "iopoll"
+	       : (f & RL_COOP_TASKRUN)	? "coop-taskrun"
+					: "shared";
+}
+
 const struct rl__backend rl__backend_uring = {
 	.name = "uring",
 	.init = uring_init,

@@ -3,8 +3,9 @@
 # example (examples/http_server.c, the callback style) on io_uring and on
 # epoll, beside nginx with one worker, node's http module and Bun.serve,
 # all serving the same 12-byte response with keep-alive, driven by wrk at
-# 1, 64 and 256 connections. ringloop-uring-defer is the same server with
-# --defer-taskrun (RL_SINGLE_ISSUER | RL_DEFER_TASKRUN).
+# 1, 64 and 256 connections. ringloop-uring has the loop's default ring
+# (SINGLE_ISSUER | DEFER_TASKRUN); ringloop-uring-shared is the same server
+# with --shared-ring (RL_SHARED_RING, the plain ring), to compare.
 #
 #   scripts/bench_net.sh [--duration S] [--runs R] [--conns LIST] [--quiet S]
 #
@@ -22,9 +23,11 @@
 #
 # Output: bench/results/net-http-<stamp>.json (a meta record, then one
 # JSON line per cell: scenario "http", server, style, conns, rps,
-# lat_p99_us, runs, others_cpu_util), bench/results/net-http-latest.json, and a table with
-# each server's requests/s and p99, and ringloop-uring's and
-# ringloop-uring-defer's ratios to each, on stdout.
+# lat_p99_us, runs, others_cpu_util, and for ringloop's servers the io_uring
+# ring the server reported it runs on, ring),
+# bench/results/net-http-latest.json, and a table with each server's
+# requests/s and p99, and ringloop-uring's and ringloop-uring-shared's
+# ratios to each, on stdout.
 # Measuring: run it under /tmp/ringloop-bench.lock (make bench-net does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,7 +91,7 @@ start() {
 }
 
 RINGLOOP_BACKEND=uring start ringloop-uring callback $base $bin/http_server $base
-RINGLOOP_BACKEND=uring start ringloop-uring-defer callback $((base + 5)) $bin/http_server --defer-taskrun $((base + 5))
+RINGLOOP_BACKEND=uring start ringloop-uring-shared callback $((base + 5)) $bin/http_server --shared-ring $((base + 5))
 RINGLOOP_BACKEND=epoll start ringloop-epoll callback $((base + 1)) $bin/http_server $((base + 1))
 grep -q "(uring)" "$tmp/ringloop-uring.out" || { echo "bench-net: the uring server is not on io_uring: $(cat "$tmp/ringloop-uring.out")" >&2; exit 1; }
 if command -v nginx >/dev/null; then
@@ -190,8 +193,16 @@ for ((r = 1; r <= runs; r++)); do
 	done
 done
 
+# The io_uring ring each of ringloop's servers said it runs on.
+rings=""
+for name in "${servers[@]}"; do
+	ring=$(sed -n 's/^http_server: ring //p' "$tmp/$name.out" 2>/dev/null | head -1)
+	[ -n "$ring" ] && rings+="$name=$ring "
+done
+
 # The median of each cell's runs (its p99 from the same run).
-sort -k1,1 -k3,3n -k4,4g "$tmp/runs" | awk -v servers="${servers[*]}" '
+sort -k1,1 -k3,3n -k4,4g "$tmp/runs" | awk -v servers="${servers[*]}" -v rings="$rings" '
+	BEGIN { nr = split(rings, rv, " "); for (i = 1; i <= nr; i++) { split(rv[i], kv, "="); ring[kv[1]] = kv[2] } }
 	{ key = $1 " " $3; n[key]++; rps[key, n[key]] = $4; p99[key, n[key]] = $5; oth[key, n[key]] = $6; style[key] = $2
 	  if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
 	END {
@@ -200,8 +211,10 @@ sort -k1,1 -k3,3n -k4,4g "$tmp/runs" | awk -v servers="${servers[*]}" '
 		for (j = 1; j <= k; j++) {
 			key = order[j]; split(key, f, " "); m = int((n[key] + 1) / 2)
 			if (f[1] != sv[x]) continue
-			printf "{\"scenario\":\"http\",\"server\":\"%s\",\"style\":\"%s\",\"conns\":%d,\"rps\":%.0f,\"lat_p99_us\":%.1f,\"runs\":%d,\"others_cpu_util\":%.2f}\n",
+			printf "{\"scenario\":\"http\",\"server\":\"%s\",\"style\":\"%s\",\"conns\":%d,\"rps\":%.0f,\"lat_p99_us\":%.1f,\"runs\":%d,\"others_cpu_util\":%.2f",
 				f[1], style[key], f[2], rps[key, m], p99[key, m], n[key], oth[key, m]
+			if (f[1] in ring) printf ",\"ring\":\"%s\"", ring[f[1]]
+			printf "}\n"
 		}
 	}' >>"$out"
 ln -sf "${out##*/}" bench/results/net-http-latest.json
@@ -224,7 +237,7 @@ awk -F'"' '
 	END {
 		printf "%-20s", "server"
 		for (j = 1; j <= nc; j++) printf " %14s %10s", cs[j] " conns req/s", "p99 us"
-		printf "   uring/server, uring-defer/server req/s\n"
+		printf "   uring/server, uring-shared/server req/s\n"
 		for (i = 1; i <= ns; i++) {
 			s = srv[i]; printf "%-20s", s
 			for (j = 1; j <= nc; j++) printf " %14.0f %10.0f", R[s, cs[j]], P[s, cs[j]]
@@ -232,7 +245,7 @@ awk -F'"' '
 				printf " %5.2fx", R[s, cs[j]] ? R["ringloop-uring", cs[j]] / R[s, cs[j]] : 0
 			printf "  "
 			for (j = 1; j <= nc; j++)
-				printf " %5.2fx", R[s, cs[j]] ? R["ringloop-uring-defer", cs[j]] / R[s, cs[j]] : 0
+				printf " %5.2fx", R[s, cs[j]] ? R["ringloop-uring-shared", cs[j]] / R[s, cs[j]] : 0
 			printf "\n"
 		}
 	}' "$out"

@@ -21,6 +21,20 @@ if printf '%s\n' "$out" | has '"error"'; then
 	fail "a default cell failed"
 fi
 
+# The knobs name the ring the cells ran on: the loop's default
+# (SINGLE_ISSUER | DEFER_TASKRUN on this kernel), or with --shared-ring the
+# plain one, for the loop's cells and raw-uring alike.
+printf '%s\n' "$out" | grep '"backend":"uring"' | has '"ring":"defer-taskrun"' ||
+	fail "the default cells do not say ring defer-taskrun"
+out=$("$rb" -n 100 --runs 1 --json --no-out --shared-ring \
+	--backend uring,raw-uring --style callback 2>/dev/null)
+[ "$(printf '%s\n' "$out" | grep -c '"ring":"shared","iowq_max"')" -eq 4 ] ||
+	fail "--shared-ring: expected 4 cells (raw-uring x2, uring x2) with ring shared"
+if printf '%s\n' "$out" | has '"error"'; then
+	printf '%s\n' "$out" | grep '"error"' >&2
+	fail "a --shared-ring cell failed"
+fi
+
 # DEFER_TASKRUN without SINGLE_ISSUER: io_uring_setup says EINVAL. The
 # uring cells and raw-uring must say so; the epoll cells must still run.
 out=$("$rb" -n 100 --runs 1 --json --no-out --defer-taskrun \

@@ -145,8 +145,8 @@ Test(issuer, another_thread_gets_eexist_not_a_hang)
 	cr_assert_geq(r.run_ret, 0);
 	cr_assert_eq(r.seen.calls, 1);
 
-	cr_assert_eq(rl_fs_read_file(r.loop, &req, r.path, buf, sizeof(buf),
-				     0, tseen_cb),
+	cr_assert_eq(rl_fs_read_file(r.loop, &req, r.path, buf, sizeof(buf), 0,
+				     tseen_cb),
 		     0);
 	cr_assert_eq(rl_run(r.loop, RL_RUN_DEFAULT), -EEXIST);
 	cr_assert_eq(rl_run(r.loop, RL_RUN_NOWAIT), -EEXIST);
@@ -219,8 +219,7 @@ static void close_without_running(unsigned flags, unsigned n, bool elsewhere,
 	for (unsigned i = 0; i < n; i++) {
 		cr_assert_eq(seen[i].calls, 1, "request %u: %d calls", i,
 			     seen[i].calls);
-		cr_assert(seen[i].result == 100 ||
-				  seen[i].result == -ECANCELED,
+		cr_assert(seen[i].result == 100 || seen[i].result == -ECANCELED,
 			  "request %u: %lld", i, (long long)seen[i].result);
 	}
 	cr_assert_eq(tfd_count(), base, "fds leaked");

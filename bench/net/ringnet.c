@@ -42,11 +42,12 @@ struct variant {
 	const char *knobs;
 };
 
+/* "uring" is the loop's default ring (SINGLE_ISSUER | DEFER_TASKRUN),
+ * "uring-shared" the plain one. */
 static const struct variant variants[] = {
 	{ "uring", RL_BACKEND_URING, 0, "" },
+	{ "uring-shared", RL_BACKEND_URING, RL_SHARED_RING, "shared-ring" },
 	{ "uring-coop", RL_BACKEND_URING, RL_COOP_TASKRUN, "coop-taskrun" },
-	{ "uring-defer", RL_BACKEND_URING, RL_SINGLE_ISSUER | RL_DEFER_TASKRUN,
-	  "single-issuer defer-taskrun" },
 	{ "epoll", RL_BACKEND_EPOLL, 0, "" },
 };
 
@@ -307,13 +308,34 @@ static const char *backend_name(int b)
 	return b == RL_BACKEND_URING ? "uring" : "epoll";
 }
 
-/* The cell's knobs: its variant's and the command line's. */
+/* The io_uring ring a cell's server runs on, as a loop opened with its
+ * options reports it ("none" on epoll): the default ring may have been
+ * refused by the kernel. */
+static const char *cell_ring(const struct cell *c)
+{
+	struct rl_options opt;
+	const char *ring = "none";
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.backend = c->backend;
+	opt.flags = cfg.eo.flags | c->v->flags;
+	opt.entries = cfg.eo.entries;
+	if (rl_loop_open(&loop, &opt) == 0) {
+		ring = rl_loop_ring(loop);
+		rl_loop_close(loop);
+	}
+	return ring;
+}
+
+/* The cell's knobs: its variant's, the command line's and the ring. */
 static const char *cell_knobs(const struct cell *c)
 {
 	static char buf[300];
 
-	snprintf(buf, sizeof(buf), "%s%s%s", c->v->knobs,
-		 c->v->knobs[0] && cfg.knobs[0] ? " " : "", cfg.knobs);
+	snprintf(buf, sizeof(buf), "%s%s%s%sring=%s", c->v->knobs,
+		 c->v->knobs[0] && cfg.knobs[0] ? " " : "", cfg.knobs,
+		 c->v->knobs[0] || cfg.knobs[0] ? " " : "", cell_ring(c));
 	return buf;
 }
 
@@ -444,9 +466,10 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ringnet [options]\n"
-		"  --backend LIST     uring,epoll; also uring-coop (COOP_TASKRUN)\n"
-		"                     and uring-defer (SINGLE_ISSUER +\n"
-		"                     DEFER_TASKRUN), run side by side\n"
+		"  --backend LIST     uring,epoll (uring: the loop's default ring,\n"
+		"                     SINGLE_ISSUER + DEFER_TASKRUN); also\n"
+		"                     uring-shared (the plain ring) and uring-coop\n"
+		"                     (COOP_TASKRUN), run side by side\n"
 		"  --style LIST       loop,callback,promise,coro (loop)\n"
 		"  --conns LIST       1,64,1000\n"
 		"  --size LIST        message sizes, 64,4096 (4k works)\n"

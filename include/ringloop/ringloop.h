@@ -292,6 +292,11 @@ const char *rl_loop_backend_reason(const rl_loop *loop);
  * io_uring ring. */
 unsigned rl_loop_flags(const rl_loop *loop);
 
+/* The io_uring ring the loop has, for reports: "defer-taskrun" (the
+ * default, with SINGLE_ISSUER), "single-issuer", "sqpoll", "iopoll",
+ * "coop-taskrun" or "shared" (the plain ring); "none" on epoll. */
+const char *rl_loop_ring(const rl_loop *loop);
+
 enum rl_run_mode {
 	RL_RUN_DEFAULT = 0, /* until nothing is alive, or rl_stop() */
 	RL_RUN_ONCE = 1,    /* wait for one batch of completions, run it */

@@ -11,7 +11,7 @@ rn=bench/ringnet
 fail() { echo "ringnet_smoke: $*" >&2; exit 1; }
 
 quick=(--duration 0.2 --warmup 0.05 --quiet 0 --tries 1 --json)
-out=$("$rn" "${quick[@]}" --backend uring,uring-coop,uring-defer,epoll \
+out=$("$rn" "${quick[@]}" --backend uring,uring-shared,uring-coop,epoll \
 	--conns 1,8 --size 64,4096 2>/dev/null)
 printf '%s\n' "$out" | head -1 | grep -q '^{"meta":{"kernel"' || fail "no meta record first"
 cells=$(printf '%s\n' "$out" | grep -c '"scenario":"echo"' || true)
@@ -27,6 +27,11 @@ for key in backend variant style conns msg_size runs rps rps_runs lat_p50_us \
 	[ "$missing" -eq 0 ] || fail "$missing cells lack \"$key\""
 done
 printf '%s\n' "$out" | grep '"scenario"' | grep -q '"rps":0[,}]' && fail "a cell served nothing"
+# The knobs name the ring each server ran on.
+for v in uring:defer-taskrun uring-shared:shared uring-coop:coop-taskrun epoll:none; do
+	printf '%s\n' "$out" | grep "\"variant\":\"${v%%:*}\"" | grep -q "ring=${v#*:}" ||
+		fail "the ${v%%:*} cells do not say ring=${v#*:}"
+done
 
 # Every style's echo, on both backends, with many connections.
 out=$("$rn" "${quick[@]}" --backend uring,epoll --style callback,promise,coro \
