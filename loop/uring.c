@@ -68,6 +68,9 @@
 
 #define BATCH	 256
 #define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
+/* DEFER_TASKRUN: a wait that reaped this many CQEs suggests the kernel
+ * stopped short of its pending task work (see get_events_batch()). */
+#define DEFER_BUSY 16
 /* The largest request (a linked read_file) takes 3 SQEs at once, and the
  * wake-up's read must find room beside it: a smaller ring could never
  * take the one with the other. */
@@ -299,6 +302,24 @@ static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
 }
 
 /*
+ * DEFER_TASKRUN: an enter that waits for one completion runs at most a
+ * few of the ring's pending task work items before it returns (6.18:
+ * IO_LOCAL_TW_DEFAULT_MAX, 20), so a burst of linked chains took one
+ * enter per few completions. Asking for BATCH completions with a zero
+ * timeout runs up to BATCH of them and returns at once (-ETIME when
+ * fewer completed).
+ */
+static int get_events_batch(rl_loop *loop, struct rl__uring *u)
+{
+	struct __kernel_timespec zero = { 0, 0 };
+	struct io_uring_cqe *cqe;
+
+	count_submit(loop, u, true);
+	return io_uring_submit_and_wait_timeout(&u->ring, &cqe, BATCH, &zero,
+						NULL);
+}
+
+/*
  * Submits what is in the SQ. A refusal that passes (-EBUSY: completions
  * must be reaped first; -EAGAIN: no memory for now; -EINTR) leaves the
  * SQEs there for the next try. Anything else means the ring is unusable:
@@ -349,14 +370,19 @@ static int flush_sq(rl_loop *loop, struct rl__uring *u)
 	if (!io_uring_sq_ready(&u->ring))
 		return 0;
 	ret = ring_start(loop, u);
-	if (ret == 0) {
+	if (ret == 0 && u->defer_taskrun) {
+		/* The task work of what goes (the next step of a linked
+		 * chain) runs in the same enter, so that learn() sees what
+		 * completes inline as it does on the plain ring. */
+		ret = get_events_batch(loop, u);
+	} else if (ret == 0) {
 		count_submit(loop, u, false);
 		ret = io_uring_submit(&u->ring);
 	}
 	if (ret > 0)
 		learn(u, ret, cq_before);
 	if (ret < 0 && ret != -EBUSY && ret != -EAGAIN && ret != -EINTR &&
-	    !u->error)
+	    ret != -ETIME && !u->error)
 		u->error = ret;
 	return ret;
 }
@@ -727,6 +753,17 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		flush_sq(loop, u);
 		entered = true;
 	}
+	/* DEFER_TASKRUN: the last wait reaped a batch, so more task work is
+	 * likely pending; it runs (get_events_batch()) before the loop
+	 * decides to sleep. */
+	if (u->defer_taskrun && u->last_reaped >= DEFER_BUSY && !entered &&
+	    timeout_ns != 0 && !io_uring_cq_ready(&u->ring)) {
+		ret = get_events_batch(loop, u);
+		if (ret < 0 && ret != -ETIME && ret != -EBUSY &&
+		    ret != -EINTR && ret != -EAGAIN)
+			return ret;
+		entered = true;
+	}
 	if (u->iopoll) {
 		count_submit(loop, u, true);
 		ret = io_uring_submit_and_get_events(&u->ring);
@@ -736,10 +773,15 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		/* Completions are there already, or the caller must not
 		 * block: submit what is queued and take what is ready. With
 		 * DEFER_TASKRUN, completions only appear from an enter. */
-		if (io_uring_sq_ready(&u->ring) ||
-		    (u->defer_taskrun && !entered) ||
-		    (IO_URING_READ_ONCE(*u->ring.sq.kflags) &
-		     IORING_SQ_TASKRUN)) {
+		if (u->defer_taskrun) {
+			if (!entered || io_uring_sq_ready(&u->ring))
+				ret = get_events_batch(loop, u);
+			if (ret < 0 && ret != -ETIME && ret != -EBUSY &&
+			    ret != -EINTR && ret != -EAGAIN)
+				return ret;
+		} else if (io_uring_sq_ready(&u->ring) ||
+			   (IO_URING_READ_ONCE(*u->ring.sq.kflags) &
+			    IORING_SQ_TASKRUN)) {
 			count_submit(loop, u, true);
 			ret = io_uring_submit_and_get_events(&u->ring);
 			if (ret < 0 && ret != -EBUSY && ret != -EINTR &&
@@ -762,6 +804,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 			return ret;
 	}
 	ret = reap(loop, u);
+	u->last_reaped = (unsigned)ret;
 	/* Budget freed by what was reaped lets waiting requests go now, in
 	 * this iteration's submit, instead of one enter later. */
 	push_pending(loop, u);
