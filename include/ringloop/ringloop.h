@@ -27,10 +27,11 @@
  * Everything here must be called on the loop thread, except rl_post(),
  * which any thread may call. A loop is run and used by one thread: the
  * first that makes it enter the kernel (rl_run(), or a submission that
- * finds the io_uring SQ full), whichever thread opened it. On io_uring
- * the default ring belongs to that thread for good (SINGLE_ISSUER, see
- * RL_SHARED_RING): rl_run() on another thread fails with -EEXIST, and so
- * does rl_loop_close(), which must be called on the loop's thread.
+ * goes to the kernel at once: a full io_uring SQ, submit_batch),
+ * whichever thread opened it. On io_uring the default ring belongs to
+ * that thread for good (SINGLE_ISSUER, see RL_SHARED_RING): rl_run() on
+ * another thread fails with -EEXIST, and so does rl_loop_close(), which
+ * must be called on the loop's thread.
  */
 #ifndef RINGLOOP_H
 #define RINGLOOP_H
