@@ -905,11 +905,9 @@ static void cancel_all(rl_loop *loop, struct rl__uring *u)
 	 * until everything has called back: it is sent again when requests
 	 * went to the kernel since, or when nothing completed for
 	 * CANCEL_ALL_AGAIN_NS (for one that slipped past, a FIFO's open an
-	 * io-wq worker was about to start), not at each call. A pass costs
-	 * time in proportion to what is in flight (0.3-0.8 s for 10,000
-	 * multishot receives on 6.18), and with DEFER_TASKRUN the cancelled
-	 * requests complete over many enters: a pass per enter took
-	 * minutes. */
+	 * io-wq worker was about to start), not at each call: a pass costs
+	 * time in proportion to what is in flight, and with DEFER_TASKRUN
+	 * the cancelled requests complete over many enters. */
 	if (u->pushed_since_cancel_all ||
 	    rl__clock_ns() - u->cancel_all_ns >= CANCEL_ALL_AGAIN_NS) {
 		if (!prep_cancel(loop, u, 0,
