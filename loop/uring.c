@@ -71,6 +71,10 @@
 /* DEFER_TASKRUN: a wait that reaped this many CQEs suggests the kernel
  * stopped short of its pending task work (see get_events_batch()). */
 #define DEFER_BUSY 16
+/* DEFER_TASKRUN: at most this many enters in a row to run task work
+ * (see get_events_batch()); with the kernel's 20 items per pass, enough
+ * for about a BATCH of linked chains' steps. */
+#define TW_ROUNDS 12
 /* The largest request (a linked read_file) takes 3 SQEs at once, and the
  * wake-up's read must find room beside it: a smaller ring could never
  * take the one with the other. */
@@ -112,7 +116,7 @@ static unsigned setup_flags(unsigned f)
 	if (f & RL_SINGLE_ISSUER)
 		s |= IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED;
 	if (f & RL_DEFER_TASKRUN)
-		s |= IORING_SETUP_DEFER_TASKRUN;
+		s |= IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
 	if (f & RL_COOP_TASKRUN)
 		s |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
 	if (f & RL_IOPOLL)
@@ -302,21 +306,38 @@ static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
 }
 
 /*
- * DEFER_TASKRUN: an enter that waits for one completion runs at most a
- * few of the ring's pending task work items before it returns (6.18:
- * IO_LOCAL_TW_DEFAULT_MAX, 20), so a burst of linked chains took one
- * enter per few completions. Asking for BATCH completions with a zero
- * timeout runs up to BATCH of them and returns at once (-ETIME when
- * fewer completed).
+ * DEFER_TASKRUN: completions are posted only by the issuer's own enters,
+ * and an enter with GETEVENTS runs a few of the ring's pending task work
+ * items per pass (6.13+: IO_LOCAL_TW_DEFAULT_MAX, 20, at most two passes
+ * when it does not sleep), so a burst of linked chains needs several
+ * enters to post what is ready. Asking for more completions with a zero
+ * timeout would run more per enter, but when fewer are ready the kernel
+ * arms an hrtimer and goes through the scheduler before it returns -ETIME
+ * (io_cqring_wait()), which is dear on a VM, where programming the timer
+ * exits to the host; a disk's completions never reach such a batch. So
+ * the loop asks for none (no timer, never a sleep) and enters again while
+ * the last enter still posted completions or the kernel says that task
+ * work waits (IORING_SQ_TASKRUN, set up with IORING_SETUP_TASKRUN_FLAG),
+ * at most max_rounds times: the rest is run by the loop's next wait.
  */
-static int get_events_batch(rl_loop *loop, struct rl__uring *u)
+static int get_events_batch(rl_loop *loop, struct rl__uring *u,
+			    unsigned max_rounds)
 {
-	struct __kernel_timespec zero = { 0, 0 };
-	struct io_uring_cqe *cqe;
+	unsigned rounds = 0, before;
+	int ret, submitted = 0;
 
-	count_submit(loop, u, true);
-	return io_uring_submit_and_wait_timeout(&u->ring, &cqe, BATCH, &zero,
-						NULL);
+	do {
+		before = io_uring_cq_ready(&u->ring);
+		count_submit(loop, u, true);
+		ret = io_uring_submit_and_get_events(&u->ring);
+		if (ret < 0)
+			return submitted ? submitted : ret;
+		submitted += ret;
+	} while (
+		++rounds < max_rounds &&
+		(io_uring_cq_ready(&u->ring) != before ||
+		 (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_TASKRUN)));
+	return submitted;
 }
 
 /*
@@ -373,8 +394,9 @@ static int flush_sq(rl_loop *loop, struct rl__uring *u)
 	if (ret == 0 && u->defer_taskrun) {
 		/* The task work of what goes (the next step of a linked
 		 * chain) runs in the same enter, so that learn() sees what
-		 * completes inline as it does on the plain ring. */
-		ret = get_events_batch(loop, u);
+		 * completes inline as it does on the plain ring. One enter
+		 * is enough for that; what it leaves is the wait's. */
+		ret = get_events_batch(loop, u, 1);
 	} else if (ret == 0) {
 		count_submit(loop, u, false);
 		ret = io_uring_submit(&u->ring);
@@ -758,7 +780,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	 * decides to sleep. */
 	if (u->defer_taskrun && u->last_reaped >= DEFER_BUSY && !entered &&
 	    timeout_ns != 0 && !io_uring_cq_ready(&u->ring)) {
-		ret = get_events_batch(loop, u);
+		ret = get_events_batch(loop, u, TW_ROUNDS);
 		if (ret < 0 && ret != -ETIME && ret != -EBUSY &&
 		    ret != -EINTR && ret != -EAGAIN)
 			return ret;
@@ -775,7 +797,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		 * DEFER_TASKRUN, completions only appear from an enter. */
 		if (u->defer_taskrun) {
 			if (!entered || io_uring_sq_ready(&u->ring))
-				ret = get_events_batch(loop, u);
+				ret = get_events_batch(loop, u, TW_ROUNDS);
 			if (ret < 0 && ret != -ETIME && ret != -EBUSY &&
 			    ret != -EINTR && ret != -EAGAIN)
 				return ret;
