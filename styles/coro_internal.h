@@ -128,7 +128,9 @@ enum {
 	RL__WAIT_JOIN,	/* wait_obj: the rl_coro joined */
 	RL__WAIT_TASK,	/* a wake-up microtask is queued */
 	RL__WAIT_YIELD, /* yield: its microtask is queued */
-	RL__WAIT_AWAIT, /* a promise subscription */
+	RL__WAIT_AWAIT, /* a wait only its owner can withdraw, with
+			 * co->wait_cancel: a promise subscription, a
+			 * connection read */
 };
 
 struct rl_coro {

@@ -6,10 +6,15 @@
  *   callback  Node-like connections (rl_cb_net_*): data callbacks from the
  *             loop's receive stream, each chunk written back from the held
  *             loop buffer, released when its write completes;
- *   promise   per connection a chain recv -> then send -> then recv ...
- *             (rl_promise_net_*, rl_then), into the connection's buffer;
- *   coro      a coroutine per connection looping rl_coro_net_recv and
- *             rl_coro_net_send on a buffer on its stack.
+ *   promise   per connection (rl_promise_conn_*) a chain read -> then
+ *             write -> then read ..., into the connection's buffer: reads
+ *             come from the connection's receive stream;
+ *   coro      a coroutine per connection looping rl_coro_conn_read and
+ *             rl_coro_conn_write on a buffer on its stack;
+ *   promise-recv, coro-recv  the same with one receive request per read
+ *             (rl_promise_net_recv, rl_coro_net_recv) and the fd-level
+ *             send: what the styles did before they had connections,
+ *             kept to measure what the stream saves.
  *
  * The listening socket comes from the driver, so every style accepts with
  * its fd-level accept call, one connection at a time; connections are all
@@ -167,44 +172,48 @@ struct p_server {
 };
 
 struct p_conn {
-	struct p_server *s;
-	int fd;
+	rl_promise_conn *c;
+	unsigned buf_size;
 	char buf[];
 };
 
-static void p_recv(struct p_conn *c);
+static void p_read(struct p_conn *k);
+
+static void p_end(struct p_conn *k)
+{
+	rl_promise_conn_close(k->c);
+	free(k);
+}
 
 static void p_sent(struct rl_outcome *o, void *arg)
 {
-	struct p_conn *c = arg;
+	struct p_conn *k = arg;
 
 	if (o->reason < 0) {
-		close(c->fd);
-		free(c);
+		p_end(k);
 		return;
 	}
-	p_recv(c);
+	p_read(k);
 }
 
 static void p_got(struct rl_outcome *o, void *arg)
 {
-	struct p_conn *c = arg;
+	struct p_conn *k = arg;
 
 	if (o->reason < 0 || o->value.i == 0) {
-		close(c->fd);
-		free(c);
+		p_end(k);
 		return;
 	}
-	rl_promise_unref(rl_then(rl_promise_net_send(c->s->ctx, c->fd, c->buf,
-						     (size_t)o->value.i, 0),
-				 p_sent, p_sent, c));
+	rl_promise_unref(
+		rl_then(rl_promise_conn_write(k->c, k->buf, (size_t)o->value.i),
+			p_sent, p_sent, k));
 }
 
-static void p_recv(struct p_conn *c)
+static void p_read(struct p_conn *k)
 {
-	rl_promise_unref(rl_then(
-		rl_promise_net_recv(c->s->ctx, c->fd, c->buf, c->s->buf_size),
-		p_got, p_got, c));
+	rl_promise_unref(
+		rl_then(rl_promise_conn_read(k->c, k->buf, k->buf_size, 0),
+			p_got, p_got, k));
 }
 
 static void p_accept(struct p_server *s);
@@ -212,17 +221,17 @@ static void p_accept(struct p_server *s);
 static void p_accepted(struct rl_outcome *o, void *arg)
 {
 	struct p_server *s = arg;
-	struct p_conn *c;
+	struct p_conn *k;
 
 	if (o->reason < 0)
 		return;
-	c = malloc(sizeof(*c) + s->buf_size);
-	if (!c) {
+	k = malloc(sizeof(*k) + s->buf_size);
+	if (!k || rl_promise_conn_open(s->ctx, (int)o->value.i, &k->c) < 0) {
+		free(k);
 		close((int)o->value.i);
 	} else {
-		c->s = s;
-		c->fd = (int)o->value.i;
-		p_recv(c);
+		k->buf_size = s->buf_size;
+		p_read(k);
 	}
 	p_accept(s);
 }
@@ -233,8 +242,8 @@ static void p_accept(struct p_server *s)
 				 p_accepted, p_accepted, s));
 }
 
-static int p_start(rl_loop *loop, int lfd, const struct echo_opts *o,
-		   void **state)
+static int p_start_with(rl_loop *loop, int lfd, const struct echo_opts *o,
+			void **state, void (*accept)(struct p_server *s))
 {
 	struct p_server *s = calloc(1, sizeof(*s));
 	int ret;
@@ -248,9 +257,90 @@ static int p_start(rl_loop *loop, int lfd, const struct echo_opts *o,
 		free(s);
 		return ret;
 	}
-	p_accept(s);
+	accept(s);
 	*state = s;
 	return 0;
+}
+
+static int p_start(rl_loop *loop, int lfd, const struct echo_opts *o,
+		   void **state)
+{
+	return p_start_with(loop, lfd, o, state, p_accept);
+}
+
+/* -------------------------------------------------------- promise-recv */
+
+struct pr_conn {
+	struct p_server *s;
+	int fd;
+	char buf[];
+};
+
+static void pr_recv(struct pr_conn *c);
+
+static void pr_sent(struct rl_outcome *o, void *arg)
+{
+	struct pr_conn *c = arg;
+
+	if (o->reason < 0) {
+		close(c->fd);
+		free(c);
+		return;
+	}
+	pr_recv(c);
+}
+
+static void pr_got(struct rl_outcome *o, void *arg)
+{
+	struct pr_conn *c = arg;
+
+	if (o->reason < 0 || o->value.i == 0) {
+		close(c->fd);
+		free(c);
+		return;
+	}
+	rl_promise_unref(rl_then(rl_promise_net_send(c->s->ctx, c->fd, c->buf,
+						     (size_t)o->value.i, 0),
+				 pr_sent, pr_sent, c));
+}
+
+static void pr_recv(struct pr_conn *c)
+{
+	rl_promise_unref(rl_then(
+		rl_promise_net_recv(c->s->ctx, c->fd, c->buf, c->s->buf_size),
+		pr_got, pr_got, c));
+}
+
+static void pr_accept(struct p_server *s);
+
+static void pr_accepted(struct rl_outcome *o, void *arg)
+{
+	struct p_server *s = arg;
+	struct pr_conn *c;
+
+	if (o->reason < 0)
+		return;
+	c = malloc(sizeof(*c) + s->buf_size);
+	if (!c) {
+		close((int)o->value.i);
+	} else {
+		c->s = s;
+		c->fd = (int)o->value.i;
+		pr_recv(c);
+	}
+	pr_accept(s);
+}
+
+static void pr_accept(struct p_server *s)
+{
+	rl_promise_unref(rl_then(rl_promise_net_accept(s->ctx, s->lfd),
+				 pr_accepted, pr_accepted, s));
+}
+
+static int pr_start(rl_loop *loop, int lfd, const struct echo_opts *o,
+		    void **state)
+{
+	return p_start_with(loop, lfd, o, state, pr_accept);
 }
 
 /* ---------------------------------------------------------- coroutine */
@@ -259,9 +349,28 @@ struct co_server {
 	rl_coro_ctx *sched;
 	int lfd;
 	unsigned buf_size;
+	rl_coro_fn echo;
 };
 
 static int64_t co_echo(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	rl_coro_conn *c;
+	char buf[4096];
+	int64_t n;
+
+	if (rl_coro_conn_open(fd, &c) < 0) {
+		close(fd);
+		return 0;
+	}
+	while ((n = rl_coro_conn_read(c, buf, sizeof(buf), 0)) > 0)
+		if (rl_coro_conn_write(c, buf, (size_t)n, 0) < 0)
+			break;
+	rl_coro_conn_close(c);
+	return 0;
+}
+
+static int64_t co_echo_recv(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	char buf[4096];
@@ -280,14 +389,14 @@ static int64_t co_accept(void *arg)
 	int fd;
 
 	while ((fd = rl_coro_net_accept(s->lfd, 0)) >= 0)
-		if (rl_coro_spawn(s->sched, NULL, co_echo, (void *)(intptr_t)fd,
+		if (rl_coro_spawn(s->sched, NULL, s->echo, (void *)(intptr_t)fd,
 				  NULL) < 0)
 			close(fd);
 	return 0;
 }
 
-static int co_start(rl_loop *loop, int lfd, const struct echo_opts *o,
-		    void **state)
+static int co_start_with(rl_loop *loop, int lfd, const struct echo_opts *o,
+			 void **state, rl_coro_fn echo)
 {
 	struct co_server *s = calloc(1, sizeof(*s));
 	int ret;
@@ -295,6 +404,7 @@ static int co_start(rl_loop *loop, int lfd, const struct echo_opts *o,
 	if (!s)
 		return -ENOMEM;
 	s->lfd = lfd;
+	s->echo = echo;
 	s->buf_size = o->buf_size;
 	ret = rl_coro_ctx_open(loop, &s->sched, NULL);
 	if (ret == 0)
@@ -305,6 +415,18 @@ static int co_start(rl_loop *loop, int lfd, const struct echo_opts *o,
 	}
 	*state = s;
 	return 0;
+}
+
+static int co_start(rl_loop *loop, int lfd, const struct echo_opts *o,
+		    void **state)
+{
+	return co_start_with(loop, lfd, o, state, co_echo);
+}
+
+static int co_recv_start(rl_loop *loop, int lfd, const struct echo_opts *o,
+			 void **state)
+{
+	return co_start_with(loop, lfd, o, state, co_echo_recv);
 }
 
 /* The contexts close with the loop; only the server records are ours. */
@@ -328,5 +450,17 @@ const struct echo_style echo_style_promise = {
 const struct echo_style echo_style_coro = {
 	.name = "coro",
 	.start = co_start,
+	.free = style_free,
+};
+
+const struct echo_style echo_style_promise_recv = {
+	.name = "promise-recv",
+	.start = pr_start,
+	.free = style_free,
+};
+
+const struct echo_style echo_style_coro_recv = {
+	.name = "coro-recv",
+	.start = co_recv_start,
 	.free = style_free,
 };

@@ -26,10 +26,8 @@
 #include "ringnet.h"
 
 static const struct echo_style *const styles[] = {
-	&echo_style_loop,
-	&echo_style_callback,
-	&echo_style_promise,
-	&echo_style_coro,
+	&echo_style_loop, &echo_style_callback,	    &echo_style_promise,
+	&echo_style_coro, &echo_style_promise_recv, &echo_style_coro_recv,
 };
 
 /* A backend and the io_uring setup flags it runs with: variants of one
@@ -470,7 +468,8 @@ static void usage(void)
 		"                     SINGLE_ISSUER + DEFER_TASKRUN); also\n"
 		"                     uring-shared (the plain ring) and uring-coop\n"
 		"                     (COOP_TASKRUN), run side by side\n"
-		"  --style LIST       loop,callback,promise,coro (loop)\n"
+		"  --style LIST       loop,callback,promise,coro,\n"
+		"                     promise-recv,coro-recv (loop)\n"
 		"  --conns LIST       1,64,1000\n"
 		"  --size LIST        message sizes, 64,4096 (4k works)\n"
 		"  --duration S       measured seconds per run (3)\n"
@@ -669,9 +668,19 @@ int main(int argc, char **argv)
 					vsel[nb++] = &variants[i];
 		free(copy);
 	}
-	for (size_t i = 0; i < sizeof(styles) / sizeof(styles[0]); i++)
-		if (strstr(cfg.styles, styles[i]->name))
-			sel[ns++] = styles[i];
+	/* Whole names: "promise" is a prefix of "promise-recv". Listed
+	 * order is the order of the table. */
+	{
+		char *copy = strdup(cfg.styles), *tok, *save = NULL;
+		size_t nstyles = sizeof(styles) / sizeof(styles[0]);
+
+		for (tok = strtok_r(copy, ",", &save); tok && ns < (int)nstyles;
+		     tok = strtok_r(NULL, ",", &save))
+			for (size_t i = 0; i < nstyles; i++)
+				if (!strcmp(tok, styles[i]->name))
+					sel[ns++] = styles[i];
+		free(copy);
+	}
 	nconns = parse_list(cfg.conns, conns, 16);
 	nsizes = parse_list(cfg.sizes, sizes, 16);
 	if (!nb || !ns || !nconns || !nsizes) {

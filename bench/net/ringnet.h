@@ -46,6 +46,8 @@ extern const struct echo_style echo_style_loop;
 extern const struct echo_style echo_style_callback;
 extern const struct echo_style echo_style_promise;
 extern const struct echo_style echo_style_coro;
+extern const struct echo_style echo_style_promise_recv;
+extern const struct echo_style echo_style_coro_recv;
 
 /* What a mark reports. */
 struct echo_mark {

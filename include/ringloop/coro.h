@@ -325,6 +325,69 @@ int64_t rl_coro_net_sendmsg(int fd, const struct msghdr *msg,
 int64_t rl_coro_net_recvmsg(int fd, struct msghdr *msg, uint64_t timeout_ms);
 
 /*
+ * Connections: a socket read and written as if blocking, with the loop's
+ * receive stream underneath (one rl_net_recv_stream() per connection, in
+ * the loop's provided buffers), so a read costs no submission when data
+ * is flowing. The echo server:
+ *
+ *	static int64_t echo(void *arg)
+ *	{
+ *		rl_coro_conn *c;
+ *		char buf[4096];
+ *		int64_t n;
+ *
+ *		if (rl_coro_conn_open((int)(intptr_t)arg, &c) < 0)
+ *			return close((int)(intptr_t)arg), 0;
+ *		while ((n = rl_coro_conn_read(c, buf, sizeof(buf), 0)) > 0)
+ *			if (rl_coro_conn_write(c, buf, (size_t)n, 0) < 0)
+ *				break;
+ *		rl_coro_conn_close(c);
+ *		return 0;
+ *	}
+ *
+ * rl_coro_conn_open() (in a coroutine) takes fd over: the connection
+ * closes it. The receive stream starts with the first read.
+ *
+ * rl_coro_conn_read() returns at once what is buffered, up to len bytes;
+ * when nothing is, it suspends until data comes and returns it. It
+ * returns 0 at the end of the stream and -errno on an error (-ECONNRESET),
+ * each only after every byte received before it was read, and again on
+ * every later read. timeout_ms > 0: -ETIMEDOUT past it, and what arrives
+ * later waits for the next read (no byte is lost). -EBUSY while another
+ * coroutine reads the connection; -ECANCELED once it is closed (by the
+ * loop) or when the scheduler closes. Data that arrives while nobody
+ * reads waits in the loop's buffers, at most a few per connection: then
+ * the receive stream pauses and the kernel keeps the rest, which slows
+ * the peer down (TCP flow control), until a read empties the queue.
+ *
+ * rl_coro_conn_write() sends all len bytes, in order with the other
+ * writes, and returns len or -errno (-EPIPE, -ECONNRESET, -ETIMEDOUT past
+ * timeout_ms > 0: then a prefix may have gone out). Several coroutines may
+ * write at once. rl_coro_conn_shutdown() ends the sending side (SHUT_WR):
+ * the peer reads the end of the stream; reading goes on. Both suspend.
+ *
+ * rl_coro_conn_close() never suspends (it works while the scheduler
+ * closes and outside coroutines): a read suspended on the connection
+ * returns -ECANCELED, writes in flight are cancelled, and the socket is
+ * closed and the connection freed once the kernel has let go of them.
+ * The handle is invalid after it. Connections still open when the loop
+ * closes are ended by rl_loop_close() (their reads return -ECANCELED;
+ * closing them then is still fine) and freed at its end.
+ *
+ * rl_coro_conn_buffered() tells how many received bytes wait for a read.
+ */
+typedef struct rl_coro_conn rl_coro_conn;
+int rl_coro_conn_open(int fd, rl_coro_conn **out);
+int64_t rl_coro_conn_read(rl_coro_conn *conn, void *buf, size_t len,
+			  uint64_t timeout_ms);
+int64_t rl_coro_conn_write(rl_coro_conn *conn, const void *buf, size_t len,
+			   uint64_t timeout_ms);
+int rl_coro_conn_shutdown(rl_coro_conn *conn);
+int rl_coro_conn_close(rl_coro_conn *conn);
+int rl_coro_conn_fd(const rl_coro_conn *conn);
+size_t rl_coro_conn_buffered(const rl_coro_conn *conn);
+
+/*
  * Waits for a promise of the promise layer (promise.h) and consumes the
  * caller's reference to it. Returns 0 when it fulfilled, or its error
  * (< 0) when it rejected; *value (may be NULL) receives the value or the

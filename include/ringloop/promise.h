@@ -373,6 +373,67 @@ rl_promise *rl_promise_net_sendmsg(rl_promise_ctx *ctx, int fd,
 rl_promise *rl_promise_net_recvmsg(rl_promise_ctx *ctx, int fd,
 				   struct msghdr *msg);
 
+/*
+ * Connections: reads from the loop's receive stream (one
+ * rl_net_recv_stream() per connection, in the loop's provided buffers)
+ * instead of one receive request per read, so a read costs no submission
+ * while data flows. rl_promise_conn_open() takes fd over: the connection
+ * closes it. The receive stream starts with the first read.
+ *
+ * rl_promise_conn_read() gives a promise of up to len bytes into buf:
+ * fulfilled at once with what is buffered, else when data comes; value
+ * i = the bytes (0 at the end of the stream), p = buf. It rejects with
+ * the stream's error (-ECONNRESET...), the end and the error coming only
+ * after every byte received before them was read, and again on every
+ * later read. timeout_ms > 0: rejects with -ETIMEDOUT past it, and what
+ * arrives later waits for the next read (no byte is lost; use this, not
+ * rl_promise_timeout(), which cannot withdraw a read of a connection).
+ * One read at a time: -EBUSY while one is pending; -ECANCELED once the
+ * connection is closed (by the loop). Data that arrives while no read is
+ * pending waits in the loop's buffers, at most a few per connection: then
+ * the receive stream pauses and the kernel keeps the rest (TCP slows the
+ * peer) until a read empties the queue.
+ *
+ * rl_promise_conn_write() is rl_promise_net_send() of all len bytes, in
+ * order with the other writes; rl_promise_conn_shutdown() ends the
+ * sending side (SHUT_WR, value i = 0). buf must stay valid until the
+ * promise settles.
+ *
+ * rl_promise_conn_close(): a pending read rejects with -ECANCELED, writes
+ * in flight fail (the socket is shut down under them), and the socket is
+ * closed and the connection freed once nothing of it is in flight. The
+ * handle is invalid after it. Connections still open when the loop closes
+ * are ended by rl_loop_close() (their reads reject with -ECANCELED; the
+ * reactions that follow may still close them) and freed at its end.
+ * rl_promise_conn_buffered() tells how many received bytes wait for a
+ * read.
+ *
+ *	static void got(struct rl_outcome *o, void *arg)	// an echo
+ *	{
+ *		struct conn *k = arg;
+ *
+ *		if (o->reason < 0 || o->value.i == 0) {
+ *			rl_promise_conn_close(k->c);
+ *			return;
+ *		}
+ *		rl_promise_unref(rl_promise_conn_write(k->c, k->buf,
+ *						       (size_t)o->value.i));
+ *		rl_promise_unref(rl_then(rl_promise_conn_read(k->c, k->buf,
+ *							      sizeof(k->buf), 0),
+ *					 got, got, k));
+ *	}
+ */
+typedef struct rl_promise_conn rl_promise_conn;
+int rl_promise_conn_open(rl_promise_ctx *ctx, int fd, rl_promise_conn **out);
+rl_promise *rl_promise_conn_read(rl_promise_conn *conn, void *buf, size_t len,
+				 uint64_t timeout_ms);
+rl_promise *rl_promise_conn_write(rl_promise_conn *conn, const void *buf,
+				  size_t len);
+rl_promise *rl_promise_conn_shutdown(rl_promise_conn *conn);
+int rl_promise_conn_close(rl_promise_conn *conn);
+int rl_promise_conn_fd(const rl_promise_conn *conn);
+size_t rl_promise_conn_buffered(const rl_promise_conn *conn);
+
 /* ------------------------------------------- cancellation and timeouts */
 
 /*
