@@ -3,7 +3,9 @@
  * echo_coro.c - a TCP echo server with the coroutine style: one coroutine
  * per connection, written as if its reads and writes blocked. Each call
  * suspends only its coroutine; the loop serves every other connection in
- * the meantime, on io_uring or epoll.
+ * the meantime, on io_uring or epoll. A connection (rl_coro_conn_*) reads
+ * from the loop's receive stream, so a read costs no submission while
+ * data flows.
  *
  *	cc -o echo_coro echo_coro.c $(pkg-config --cflags --libs ringloop)
  *	./echo_coro 7000 &		# port 0: any free port, printed
@@ -26,13 +28,18 @@ static rl_coro_ctx *sched;
 static int64_t echo(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
+	rl_coro_conn *c;
 	char buf[4096];
 	int64_t n;
 
-	while ((n = rl_coro_net_recv(fd, buf, sizeof(buf), 0)) > 0)
-		if (rl_coro_net_send(fd, buf, (size_t)n, 0) < 0)
+	if (rl_coro_conn_open(fd, &c) < 0) {
+		close(fd);
+		return 0;
+	}
+	while ((n = rl_coro_conn_read(c, buf, sizeof(buf), 0)) > 0)
+		if (rl_coro_conn_write(c, buf, (size_t)n, 0) < 0)
 			break;
-	close(fd);
+	rl_coro_conn_close(c); /* closes fd */
 	return 0;
 }
 
