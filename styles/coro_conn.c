@@ -209,11 +209,13 @@ int64_t rl_coro_conn_read(rl_coro_conn *c, void *buf, size_t len,
 		}
 		rw.timed = true;
 	}
-	c->reader = &rw;
+	/* rw lives on this stack while the coroutine is suspended, and
+	 * whatever wakes it takes rw out of the connection first. */
 	s = co->sched;
 	co->wait = RL__WAIT_AWAIT;
 	co->wait_obj = &rw;
 	co->wait_cancel = read_cancel;
+	c->reader = co->wait_obj;
 	s->io_waiting++; /* start pacing, see coro.c */
 	res = rl__coro_suspend(co);
 	s->io_waiting--;
