@@ -25,6 +25,11 @@
  * Wake-ups. The loop hands jobs over in batches and signals the condition
  * variable only for workers that sleep on it and have not been signalled
  * yet, so a burst of 10,000 jobs costs at most one futex wake per worker.
+ * In a relaying pool the loop signals one of them and each worker that
+ * takes a job signals up to RL__POOL_RELAY more while jobs are left that
+ * no awake worker will take (relay()): no job is left queued with a
+ * worker idle, because whoever takes a job off the queue looks at what
+ * is left, under the lock, before it runs it.
  * A worker notifies the loop (one eventfd write) only when the loop has
  * said it is going to sleep, and only the first worker to see that does:
  * one write per sleep, however many jobs finish meanwhile, and none while
@@ -208,6 +213,34 @@ unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
 	return sent;
 }
 
+/*
+ * How many sleeping workers to wake for the jobs still queued, counted as
+ * signalled: those that no awake worker will take (each signalled worker
+ * takes one, and so does a spinning one), no more than RL__POOL_RELAY,
+ * and none beyond the last submit's max_active. Under pool->lock.
+ */
+static unsigned relay(struct rl__pool *pool, unsigned limit)
+{
+	unsigned queued, taken, awake, wake;
+
+	if (pool->idle <= pool->signalled)
+		return 0;
+	queued = atomic_load_explicit(&pool->queued, memory_order_relaxed);
+	taken = pool->signalled + (pool->spinning ? 1 : 0);
+	awake = pool->nthreads - pool->idle + pool->signalled;
+	if (queued <= taken || awake >= pool->max_active)
+		return 0;
+	wake = queued - taken;
+	if (wake > pool->idle - pool->signalled)
+		wake = pool->idle - pool->signalled;
+	if (wake > pool->max_active - awake)
+		wake = pool->max_active - awake;
+	if (wake > limit)
+		wake = limit;
+	pool->signalled += wake;
+	return wake;
+}
+
 static void run_job(struct rl__worker *w, rl_req *req)
 {
 	atomic_store(&w->give_up, false);
@@ -221,6 +254,7 @@ static void *worker(void *arg)
 	struct rl__worker *w = arg;
 	struct rl__pool *pool = w->pool;
 	sigset_t only;
+	unsigned wake;
 	rl_req *req;
 
 	self = w;
@@ -257,7 +291,10 @@ static void *worker(void *arg)
 		req = rl__fifo_pop(&pool->queue);
 		atomic_fetch_sub_explicit(&pool->queued, 1,
 					  memory_order_seq_cst);
+		wake = pool->relay ? relay(pool, RL__POOL_RELAY) : 0;
 		pthread_mutex_unlock(&pool->lock);
+		while (wake--)
+			pthread_cond_signal(&pool->cond);
 
 		run_job(w, req);
 		post_done(pool, req);
@@ -318,6 +355,10 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 	pool->signo = cfg->signo;
 	pool->hold_back = cfg->hold_back;
 	pool->spin = cfg->spin;
+	/* A growing pool starts a worker for a job no idle one takes at
+	 * submission: relaying would start workers that idle ones could
+	 * have been woken for. */
+	pool->relay = cfg->relay && cfg->max_threads <= cfg->threads;
 	pool->max_threads = cfg->max_threads > cfg->threads ? cfg->max_threads
 							    : cfg->threads;
 	if (!pool->max_threads)
@@ -380,6 +421,7 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 	 * there are CPUs for only takes turns with the others. */
 	if (pool->spinning)
 		n--; /* the spinning worker takes one without a signal */
+	pool->max_active = max_active;
 	awake = pool->nthreads - pool->idle + pool->signalled;
 	if (pool->idle > pool->signalled && awake < max_active) {
 		wake = pool->idle - pool->signalled;
@@ -387,6 +429,9 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			wake = max_active - awake;
 		if (wake > n)
 			wake = n;
+		/* The workers woken relay the rest (relay()). */
+		if (pool->relay && wake > RL__POOL_WAKE_FIRST)
+			wake = RL__POOL_WAKE_FIRST;
 		pool->signalled += wake;
 	}
 	/* A pool that grows starts a worker for every job left over, as
