@@ -707,7 +707,6 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 		.signo = signo,
 		.hold_back = true,
 		.spin = true,
-		.relay = true,
 	};
 	ret = rl__pool_init(&ep->pool, &cfg, ep_notify, ep);
 	if (ret < 0)

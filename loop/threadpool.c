@@ -22,14 +22,11 @@
  * the request's state nor anything in the loop: rl_cancel() may set
  * RL__REQ_CANCEL while a job runs, and the loop applies it afterwards.
  *
- * Wake-ups. The loop hands jobs over in batches and signals the condition
- * variable only for workers that sleep on it and have not been signalled
- * yet, so a burst of 10,000 jobs costs at most one futex wake per worker.
- * In a relaying pool the loop signals one of them and each worker that
- * takes a job signals up to RL__POOL_RELAY more while jobs are left that
- * no awake worker will take (relay()): no job is left queued with a
- * worker idle, because whoever takes a job off the queue looks at what
- * is left, under the lock, before it runs it.
+ * Wake-ups. The loop hands jobs over in batches and wakes only workers
+ * that sleep and have not been woken yet, all of a batch's with one
+ * FUTEX_WAKE (wake_idle()): a batch costs the loop one futex call however
+ * many workers it wakes, where a condition variable costs one per worker,
+ * on the thread every completion waits for.
  * A worker notifies the loop (one eventfd write) only when the loop has
  * said it is going to sleep, and only the first worker to see that does:
  * one write per sleep, however many jobs finish meanwhile, and none while
@@ -49,10 +46,13 @@
  * goes back to sleeping.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,6 +141,41 @@ static void spin_for_jobs(struct rl__pool *pool)
 	}
 }
 
+/*
+ * Idle workers sleep on pool->wake_seq. A worker reads it under the lock
+ * when it counts itself idle, and the waker bumps it under the lock
+ * before FUTEX_WAKE: a worker that was counted idle but is not inside
+ * FUTEX_WAIT yet then finds the word changed and returns at once, so no
+ * wake-up is lost between the unlock and the wait. Every return (a wake,
+ * a changed word, the interrupt signal) takes one off pool->signalled:
+ * at least as many workers come back as were counted woken, so that
+ * count never stays too high and never keeps a job waiting for a worker
+ * that will not come.
+ */
+static void sleep_idle(struct rl__pool *pool)
+{
+	unsigned seq =
+		atomic_load_explicit(&pool->wake_seq, memory_order_relaxed);
+
+	pool->idle++;
+	pthread_mutex_unlock(&pool->lock);
+	syscall(SYS_futex, &pool->wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL,
+		0);
+	pthread_mutex_lock(&pool->lock);
+	pool->idle--;
+	if (pool->signalled)
+		pool->signalled--;
+}
+
+/* Wakes n idle workers (counted in pool->signalled by the caller, under
+ * the lock, which it bumped wake_seq under too). Without the lock. */
+static void wake_idle(struct rl__pool *pool, unsigned n)
+{
+	if (n)
+		syscall(SYS_futex, &pool->wake_seq, FUTEX_WAKE_PRIVATE,
+			n > INT_MAX ? INT_MAX : (int)n, NULL, NULL, 0);
+}
+
 static __thread struct rl__worker *self;
 
 static void on_interrupt(int sig)
@@ -213,34 +248,6 @@ unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
 	return sent;
 }
 
-/*
- * How many sleeping workers to wake for the jobs still queued, counted as
- * signalled: those that no awake worker will take (each signalled worker
- * takes one, and so does a spinning one), no more than RL__POOL_RELAY,
- * and none beyond the last submit's max_active. Under pool->lock.
- */
-static unsigned relay(struct rl__pool *pool, unsigned limit)
-{
-	unsigned queued, taken, awake, wake;
-
-	if (pool->idle <= pool->signalled)
-		return 0;
-	queued = atomic_load_explicit(&pool->queued, memory_order_relaxed);
-	taken = pool->signalled + (pool->spinning ? 1 : 0);
-	awake = pool->nthreads - pool->idle + pool->signalled;
-	if (queued <= taken || awake >= pool->max_active)
-		return 0;
-	wake = queued - taken;
-	if (wake > pool->idle - pool->signalled)
-		wake = pool->idle - pool->signalled;
-	if (wake > pool->max_active - awake)
-		wake = pool->max_active - awake;
-	if (wake > limit)
-		wake = limit;
-	pool->signalled += wake;
-	return wake;
-}
-
 static void run_job(struct rl__worker *w, rl_req *req)
 {
 	atomic_store(&w->give_up, false);
@@ -254,7 +261,6 @@ static void *worker(void *arg)
 	struct rl__worker *w = arg;
 	struct rl__pool *pool = w->pool;
 	sigset_t only;
-	unsigned wake;
 	rl_req *req;
 
 	self = w;
@@ -279,22 +285,14 @@ static void *worker(void *arg)
 			rl__spin_outcome(&pool->spin_state,
 					 !rl__fifo_empty(&pool->queue));
 		}
-		while (rl__fifo_empty(&pool->queue) && !pool->stop) {
-			pool->idle++;
-			pthread_cond_wait(&pool->cond, &pool->lock);
-			pool->idle--;
-			if (pool->signalled)
-				pool->signalled--;
-		}
+		while (rl__fifo_empty(&pool->queue) && !pool->stop)
+			sleep_idle(pool);
 		if (rl__fifo_empty(&pool->queue))
 			break; /* stopping, and nothing left to do */
 		req = rl__fifo_pop(&pool->queue);
 		atomic_fetch_sub_explicit(&pool->queued, 1,
 					  memory_order_seq_cst);
-		wake = pool->relay ? relay(pool, RL__POOL_RELAY) : 0;
 		pthread_mutex_unlock(&pool->lock);
-		while (wake--)
-			pthread_cond_signal(&pool->cond);
 
 		run_job(w, req);
 		post_done(pool, req);
@@ -310,8 +308,9 @@ static void stop_workers(struct rl__pool *pool, unsigned started)
 	pthread_mutex_lock(&pool->lock);
 	pool->stop = true;
 	atomic_store(&pool->stopping, true);
+	atomic_fetch_add_explicit(&pool->wake_seq, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&pool->lock);
-	pthread_cond_broadcast(&pool->cond);
+	wake_idle(pool, INT_MAX);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(pool->workers[i].thread, NULL);
 }
@@ -348,6 +347,7 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 	atomic_init(&pool->done, NULL);
 	atomic_init(&pool->ndone, 0);
 	atomic_init(&pool->queued, 0);
+	atomic_init(&pool->wake_seq, 0);
 	atomic_init(&pool->stopping, false);
 	atomic_init(&pool->loop_asleep, 0);
 	pool->notify = notify;
@@ -355,10 +355,6 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 	pool->signo = cfg->signo;
 	pool->hold_back = cfg->hold_back;
 	pool->spin = cfg->spin;
-	/* A growing pool starts a worker for a job no idle one takes at
-	 * submission: relaying would start workers that idle ones could
-	 * have been woken for. */
-	pool->relay = cfg->relay && cfg->max_threads <= cfg->threads;
 	pool->max_threads = cfg->max_threads > cfg->threads ? cfg->max_threads
 							    : cfg->threads;
 	if (!pool->max_threads)
@@ -371,12 +367,6 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 		free(pool->workers);
 		return -ret;
 	}
-	ret = pthread_cond_init(&pool->cond, NULL);
-	if (ret) {
-		pthread_mutex_destroy(&pool->lock);
-		free(pool->workers);
-		return -ret;
-	}
 	for (i = 0; i < cfg->threads; i++) {
 		ret = start_worker(pool, i);
 		if (ret)
@@ -385,7 +375,6 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 	}
 	if (ret) {
 		stop_workers(pool, pool->nthreads);
-		pthread_cond_destroy(&pool->cond);
 		pthread_mutex_destroy(&pool->lock);
 		free(pool->workers);
 		return -ret;
@@ -396,7 +385,6 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 void rl__pool_destroy(struct rl__pool *pool)
 {
 	stop_workers(pool, pool->nthreads);
-	pthread_cond_destroy(&pool->cond);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->workers);
 	pool->workers = NULL;
@@ -421,7 +409,6 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 	 * there are CPUs for only takes turns with the others. */
 	if (pool->spinning)
 		n--; /* the spinning worker takes one without a signal */
-	pool->max_active = max_active;
 	awake = pool->nthreads - pool->idle + pool->signalled;
 	if (pool->idle > pool->signalled && awake < max_active) {
 		wake = pool->idle - pool->signalled;
@@ -429,18 +416,16 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			wake = max_active - awake;
 		if (wake > n)
 			wake = n;
-		/* The workers woken relay the rest (relay()). */
-		if (pool->relay && wake > RL__POOL_WAKE_FIRST)
-			wake = RL__POOL_WAKE_FIRST;
 		pool->signalled += wake;
+		atomic_fetch_add_explicit(&pool->wake_seq, 1,
+					  memory_order_relaxed);
 	}
 	/* A pool that grows starts a worker for every job left over, as
 	 * long as its cap allows: its jobs may each block for good. */
 	if (pool->nthreads < pool->max_threads && n > wake)
 		grow = n - wake;
 	pthread_mutex_unlock(&pool->lock);
-	for (unsigned i = 0; i < wake; i++)
-		pthread_cond_signal(&pool->cond);
+	wake_idle(pool, wake);
 	while (grow-- && pool->nthreads < pool->max_threads &&
 	       start_worker(pool, pool->nthreads) == 0) {
 		pthread_mutex_lock(&pool->lock);

@@ -28,7 +28,7 @@
 
 /*
  * Spinning. A worker that finds the queue empty polls it for up to
- * RL__POOL_SPIN_NS before it sleeps on the condition variable (one worker
+ * RL__POOL_SPIN_NS before it sleeps on the pool's futex (one worker
  * at a time), and the loop polls the done list as long before it sleeps in
  * epoll_wait. A job handed over and finished within that window then costs
  * no futex call and no eventfd round trip on either side: that is what
@@ -53,42 +53,27 @@
 #define RL__POOL_BATCH	 64
 #define RL__POOL_HOLD_NS 1000000
 
-/*
- * Relaying wake-ups. Waking a sleeping worker costs the waker a futex
- * call and, when the worker's CPU is idle, an inter-processor interrupt,
- * which on a virtual machine is an exit to the hypervisor: several times
- * the cost of the loop's own work for a job. A loop that hands a batch of
- * k jobs to k sleeping workers would pay that k times in a row, on the
- * one thread every completion waits for. So a pool that relays has the
- * loop wake at most RL__POOL_WAKE_FIRST workers per batch, and every
- * worker that takes a job while more are queued than woken workers will
- * take wakes up to RL__POOL_RELAY more before it runs its own: the
- * wake-ups of a batch spread over the workers as a tree, in parallel with
- * the loop going on.
- */
-#define RL__POOL_WAKE_FIRST 1
-#define RL__POOL_RELAY	    2
-
 struct rl__pool_config {
 	unsigned threads;     /* started at init */
 	unsigned max_threads; /* more are started as jobs wait, up to this */
 	int signo;	      /* the interrupt (see below); 0: none */
 	bool hold_back;	      /* hold wake-ups back while jobs are queued */
 	bool spin;	      /* workers spin for jobs before sleeping */
-	bool relay;	      /* workers relay wake-ups (no growing pool) */
 };
 
 struct rl__pool {
 	/* Job queue and the worker bookkeeping, all under lock. */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
 	struct rl__fifo queue; /* jobs not started yet */
-	unsigned idle;	       /* workers asleep on cond */
+	unsigned idle;	       /* workers asleep on wake_seq */
 	unsigned signalled;    /* wake-ups sent and not yet taken */
-	unsigned max_active;   /* the last submit's bound, for relays */
 	bool spinning;	       /* a worker polls the queue before sleeping */
 	struct rl__spin spin_state; /* whether workers' spins paid lately */
 	bool stop;
+	/* What idle workers sleep on (a futex word): bumped under lock by
+	 * whoever wakes them, so that one FUTEX_WAKE wakes as many as there
+	 * are jobs, and a worker about to sleep when it changed does not. */
+	atomic_uint wake_seq;
 	atomic_uint queued;   /* the queue's length, for the spinner */
 	atomic_bool stopping; /* stop, for the spinner */
 
@@ -109,7 +94,7 @@ struct rl__pool {
 	 * max_threads. */
 	unsigned nthreads, max_threads;
 	int signo;
-	bool hold_back, spin, relay;
+	bool hold_back, spin;
 	struct rl__worker *workers;
 };
 
@@ -163,9 +148,7 @@ void rl__pool_destroy(struct rl__pool *pool);
  * Hands a batch of jobs (linked by rl__req(req)->next) to the workers, waking
  * sleeping ones until at most max_active workers are awake (running,
  * spinning or signalled); pass pool->max_threads for "as many as help". A
- * relaying pool wakes at most RL__POOL_WAKE_FIRST of them here and leaves
- * the others to the workers. A pool that may grow starts a worker for
- * each job no idle worker takes.
+ * pool that may grow starts a worker for each job no idle worker takes.
  * Returns the number of workers it woke or started (each may be a futex
  * call, or a clone).
  */

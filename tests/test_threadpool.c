@@ -2,9 +2,9 @@
 /*
  * test_threadpool.c - how the epoll backend's pool hands jobs to its
  * workers and completions back to the loop: a batch handed to sleeping
- * workers runs on all of them at once although the loop wakes only one
- * (the others are woken by the workers, threadpool.h), and a flood of
- * completions racing the loop's sleeps loses none. The pool's other
+ * workers runs on all of them at once (one futex call wakes them,
+ * threadpool.c), and a flood of completions racing the loop's sleeps and
+ * the workers' loses none. The pool's other
  * contracts (saturation, batched wake-ups of the loop, cancellation, the
  * interrupt, close with jobs in flight) are in test_fallback.c.
  */
@@ -73,14 +73,14 @@ static unsigned workers_in_syscall(long nr)
  * W stats whose struct statx is stalled memory (tstall in helpers.h) on a
  * pool of W sleeping workers: each blocks its worker until the stall is
  * released, so they can only all be inside statx() at once if every one
- * of the W workers was woken, by the loop or by another worker. A relay
- * that stopped short would leave jobs queued behind blocked workers for
+ * of the W workers was woken. A wake-up that reached fewer workers than
+ * jobs would leave jobs queued behind blocked workers for
  * good (the alarm ends the test then).
  */
 Test(pool, a_batch_wakes_every_idle_worker)
 {
 	enum { W = 8 };
-	const char *path = tfile("relay", 30);
+	const char *path = tfile("batch", 30);
 	struct tseen s = { 0 };
 	rl_req reqs[W];
 	struct tstall stall;
@@ -195,14 +195,15 @@ Test(pool, flood_of_completions_shallow)
 }
 
 /* As many chains as workers, the randread bench's shape: each new job
- * goes to a sleeping worker, woken by the loop or relayed. */
+ * goes to a worker that has gone to sleep or is about to. */
 Test(pool, flood_of_completions_one_per_worker)
 {
 	flood(8, 8, flood_total());
 }
 
 /* Many more chains than workers: jobs queued all the time, completions
- * held back (threadpool.h), relays racing the workers that finish. */
+ * held back (threadpool.h), workers that finish taking the next job
+ * without sleeping. */
 Test(pool, flood_of_completions_deep)
 {
 	flood(4, 64, flood_total());
