@@ -3,7 +3,7 @@
  * threadpool.c - the epoll backend's workers.
  *
  * Locking rule. The pool has exactly one mutex, pool->lock, which guards
- * the job queue and the idle/signalled/stop bookkeeping, and nothing else.
+ * the job queue and the idle/stop bookkeeping, and nothing else.
  * Whoever holds it takes no other lock, makes no blocking call, and never
  * runs a job or calls notify(): it only moves list pointers and counters.
  * The list of finished jobs is not under any lock (workers push with a
@@ -22,11 +22,12 @@
  * the request's state nor anything in the loop: rl_cancel() may set
  * RL__REQ_CANCEL while a job runs, and the loop applies it afterwards.
  *
- * Wake-ups. The loop hands jobs over in batches and wakes only workers
- * that sleep and have not been woken yet, all of a batch's with one
- * FUTEX_WAKE (wake_idle()): a batch costs the loop one futex call however
- * many workers it wakes, where a condition variable costs one per worker,
- * on the thread every completion waits for.
+ * Wake-ups. The loop hands jobs over in batches and wakes only idle
+ * workers, no more than there are new jobs, the one that went idle last
+ * first (the warmest, maybe not even asleep yet), each with at most one
+ * futex call: none when it has not reached its futex wait yet (see
+ * sleep_idle()). A burst of 10,000 jobs costs at most one wake per
+ * worker.
  * A worker notifies the loop (one eventfd write) only when the loop has
  * said it is going to sleep, and only the first worker to see that does:
  * one write per sleep, however many jobs finish meanwhile, and none while
@@ -142,38 +143,73 @@ static void spin_for_jobs(struct rl__pool *pool)
 }
 
 /*
- * Idle workers sleep on pool->wake_seq. A worker reads it under the lock
- * when it counts itself idle, and the waker bumps it under the lock
- * before FUTEX_WAKE: a worker that was counted idle but is not inside
- * FUTEX_WAIT yet then finds the word changed and returns at once, so no
- * wake-up is lost between the unlock and the wait. Every return (a wake,
- * a changed word, the interrupt signal) takes one off pool->signalled:
- * at least as many workers come back as were counted woken, so that
- * count never stays too high and never keeps a job waiting for a worker
- * that will not come.
+ * Idle workers. A worker that finds nothing to do pushes itself on the
+ * pool's idle stack (under the lock) in state IDLE, then, without the
+ * lock, moves IDLE -> WAITING and sleeps on its own word while it stays
+ * WAITING. A waker pops it (under the lock) and sets it AWAKE: when it
+ * was still IDLE the worker's compare-and-swap fails and it never
+ * sleeps, so that wake costs no syscall; only a WAITING worker needs the
+ * FUTEX_WAKE, and the futex's own check of the word means that one cannot
+ * be lost either. A worker leaves its wait only once AWAKE, so it is on
+ * the stack exactly while it is idle, and whoever popped it owns waking
+ * it. LIFO: the worker woken is the one that went idle last, whose cache
+ * and CPU are the warmest, and the others stay asleep.
  */
-static void sleep_idle(struct rl__pool *pool)
-{
-	unsigned seq =
-		atomic_load_explicit(&pool->wake_seq, memory_order_relaxed);
+enum { W_AWAKE, W_IDLE, W_WAITING };
 
+static void sleep_idle(struct rl__pool *pool, struct rl__worker *w)
+{
+	unsigned expect = W_IDLE;
+
+	atomic_store_explicit(&w->sleep, W_IDLE, memory_order_relaxed);
+	w->next_idle = pool->idle_top;
+	pool->idle_top = w;
 	pool->idle++;
 	pthread_mutex_unlock(&pool->lock);
-	syscall(SYS_futex, &pool->wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL,
-		0);
+	if (atomic_compare_exchange_strong(&w->sleep, &expect, W_WAITING))
+		/* EINTR (the pool's signal) or a spurious return: still
+		 * idle, still on the stack, so wait again. */
+		while (atomic_load(&w->sleep) == W_WAITING)
+			syscall(SYS_futex, &w->sleep, FUTEX_WAIT_PRIVATE,
+				W_WAITING, NULL, NULL, 0);
 	pthread_mutex_lock(&pool->lock);
-	pool->idle--;
-	if (pool->signalled)
-		pool->signalled--;
 }
 
-/* Wakes n idle workers (counted in pool->signalled by the caller, under
- * the lock, which it bumped wake_seq under too). Without the lock. */
-static void wake_idle(struct rl__pool *pool, unsigned n)
+/* Pops up to n idle workers into a list (linked by next_idle) for
+ * wake_list(). Under the lock. */
+static struct rl__worker *pop_idle(struct rl__pool *pool, unsigned n)
 {
-	if (n)
-		syscall(SYS_futex, &pool->wake_seq, FUTEX_WAKE_PRIVATE,
-			n > INT_MAX ? INT_MAX : (int)n, NULL, NULL, 0);
+	struct rl__worker *list = NULL, **tail = &list;
+
+	while (n-- && pool->idle_top) {
+		struct rl__worker *w = pool->idle_top;
+
+		pool->idle_top = w->next_idle;
+		pool->idle--;
+		*tail = w;
+		tail = &w->next_idle;
+	}
+	*tail = NULL;
+	return list;
+}
+
+/* Wakes the workers pop_idle() took. Without the lock: once AWAKE a
+ * worker may go idle again and reuse next_idle, so it is read first. */
+static unsigned wake_list(struct rl__worker *w)
+{
+	unsigned calls = 0;
+
+	while (w) {
+		struct rl__worker *next = w->next_idle;
+
+		if (atomic_exchange(&w->sleep, W_AWAKE) == W_WAITING) {
+			syscall(SYS_futex, &w->sleep, FUTEX_WAKE_PRIVATE, 1,
+				NULL, NULL, 0);
+			calls++;
+		}
+		w = next;
+	}
+	return calls;
 }
 
 static __thread struct rl__worker *self;
@@ -286,7 +322,7 @@ static void *worker(void *arg)
 					 !rl__fifo_empty(&pool->queue));
 		}
 		while (rl__fifo_empty(&pool->queue) && !pool->stop)
-			sleep_idle(pool);
+			sleep_idle(pool, w);
 		if (rl__fifo_empty(&pool->queue))
 			break; /* stopping, and nothing left to do */
 		req = rl__fifo_pop(&pool->queue);
@@ -305,12 +341,14 @@ static void *worker(void *arg)
 
 static void stop_workers(struct rl__pool *pool, unsigned started)
 {
+	struct rl__worker *idle;
+
 	pthread_mutex_lock(&pool->lock);
 	pool->stop = true;
 	atomic_store(&pool->stopping, true);
-	atomic_fetch_add_explicit(&pool->wake_seq, 1, memory_order_relaxed);
+	idle = pop_idle(pool, UINT_MAX);
 	pthread_mutex_unlock(&pool->lock);
-	wake_idle(pool, INT_MAX);
+	wake_list(idle);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(pool->workers[i].thread, NULL);
 }
@@ -327,6 +365,8 @@ static int start_worker(struct rl__pool *pool, unsigned i)
 
 	w->pool = pool;
 	atomic_init(&w->job, NULL);
+	atomic_init(&w->sleep, W_AWAKE);
+	w->next_idle = NULL;
 	atomic_init(&w->give_up, false);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -347,7 +387,6 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 	atomic_init(&pool->done, NULL);
 	atomic_init(&pool->ndone, 0);
 	atomic_init(&pool->queued, 0);
-	atomic_init(&pool->wake_seq, 0);
 	atomic_init(&pool->stopping, false);
 	atomic_init(&pool->loop_asleep, 0);
 	pool->notify = notify;
@@ -394,6 +433,7 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			 unsigned max_active)
 {
 	unsigned n = 0, wake = 0, grow = 0, awake;
+	struct rl__worker *woken = NULL;
 
 	for (rl_req *r = jobs->head; r; r = rl__req(r)->next)
 		n++;
@@ -402,30 +442,28 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 	pthread_mutex_lock(&pool->lock);
 	rl__fifo_splice(&pool->queue, jobs);
 	atomic_fetch_add_explicit(&pool->queued, n, memory_order_relaxed);
-	/* Wake only sleepers nobody has woken yet, no more of them than
-	 * there are new jobs the spinning worker (if any) leaves (a signal
-	 * to a worker that will find the queue empty is a wasted futex call
-	 * on both sides), and none beyond max_active: a worker more than
+	/* Wake idle workers, no more of them than there are new jobs the
+	 * spinning worker (if any) leaves (a wake-up of a worker that will
+	 * find the queue empty is a wasted futex call on both sides), and
+	 * none beyond max_active: a worker more than
 	 * there are CPUs for only takes turns with the others. */
 	if (pool->spinning)
-		n--; /* the spinning worker takes one without a signal */
-	awake = pool->nthreads - pool->idle + pool->signalled;
-	if (pool->idle > pool->signalled && awake < max_active) {
-		wake = pool->idle - pool->signalled;
+		n--; /* the spinning worker takes one without a wake-up */
+	awake = pool->nthreads - pool->idle;
+	if (pool->idle && awake < max_active) {
+		wake = pool->idle;
 		if (wake > max_active - awake)
 			wake = max_active - awake;
 		if (wake > n)
 			wake = n;
-		pool->signalled += wake;
-		atomic_fetch_add_explicit(&pool->wake_seq, 1,
-					  memory_order_relaxed);
+		woken = pop_idle(pool, wake);
 	}
 	/* A pool that grows starts a worker for every job left over, as
 	 * long as its cap allows: its jobs may each block for good. */
 	if (pool->nthreads < pool->max_threads && n > wake)
 		grow = n - wake;
 	pthread_mutex_unlock(&pool->lock);
-	wake_idle(pool, wake);
+	wake_list(woken);
 	while (grow-- && pool->nthreads < pool->max_threads &&
 	       start_worker(pool, pool->nthreads) == 0) {
 		pthread_mutex_lock(&pool->lock);
