@@ -3,7 +3,7 @@
  * threadpool.c - the epoll backend's workers.
  *
  * Locking rule. The pool has exactly one mutex, pool->lock, which guards
- * the job queue and the idle/stop bookkeeping, and nothing else.
+ * the job queue and the idle/signalled/stop bookkeeping, and nothing else.
  * Whoever holds it takes no other lock, makes no blocking call, and never
  * runs a job or calls notify(): it only moves list pointers and counters.
  * The list of finished jobs is not under any lock (workers push with a
@@ -22,12 +22,9 @@
  * the request's state nor anything in the loop: rl_cancel() may set
  * RL__REQ_CANCEL while a job runs, and the loop applies it afterwards.
  *
- * Wake-ups. The loop hands jobs over in batches and wakes only idle
- * workers, no more than there are new jobs, the one that went idle last
- * first (the warmest, maybe not even asleep yet), each with at most one
- * futex call: none when it has not reached its futex wait yet (see
- * sleep_idle()). A burst of 10,000 jobs costs at most one wake per
- * worker.
+ * Wake-ups. The loop hands jobs over in batches and signals the condition
+ * variable only for workers that sleep on it and have not been signalled
+ * yet, so a burst of 10,000 jobs costs at most one futex wake per worker.
  * A worker notifies the loop (one eventfd write) only when the loop has
  * said it is going to sleep, and only the first worker to see that does:
  * one write per sleep, however many jobs finish meanwhile, and none while
@@ -47,13 +44,10 @@
  * goes back to sleeping.
  */
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -140,76 +134,6 @@ static void spin_for_jobs(struct rl__pool *pool)
 		if (++i % 64 == 0 && rl__clock_ns() >= end)
 			return;
 	}
-}
-
-/*
- * Idle workers. A worker that finds nothing to do pushes itself on the
- * pool's idle stack (under the lock) in state IDLE, then, without the
- * lock, moves IDLE -> WAITING and sleeps on its own word while it stays
- * WAITING. A waker pops it (under the lock) and sets it AWAKE: when it
- * was still IDLE the worker's compare-and-swap fails and it never
- * sleeps, so that wake costs no syscall; only a WAITING worker needs the
- * FUTEX_WAKE, and the futex's own check of the word means that one cannot
- * be lost either. A worker leaves its wait only once AWAKE, so it is on
- * the stack exactly while it is idle, and whoever popped it owns waking
- * it. LIFO: the worker woken is the one that went idle last, whose cache
- * and CPU are the warmest, and the others stay asleep.
- */
-enum { W_AWAKE, W_IDLE, W_WAITING };
-
-static void sleep_idle(struct rl__pool *pool, struct rl__worker *w)
-{
-	unsigned expect = W_IDLE;
-
-	atomic_store_explicit(&w->sleep, W_IDLE, memory_order_relaxed);
-	w->next_idle = pool->idle_top;
-	pool->idle_top = w;
-	pool->idle++;
-	pthread_mutex_unlock(&pool->lock);
-	if (atomic_compare_exchange_strong(&w->sleep, &expect, W_WAITING))
-		/* EINTR (the pool's signal) or a spurious return: still
-		 * idle, still on the stack, so wait again. */
-		while (atomic_load(&w->sleep) == W_WAITING)
-			syscall(SYS_futex, &w->sleep, FUTEX_WAIT_PRIVATE,
-				W_WAITING, NULL, NULL, 0);
-	pthread_mutex_lock(&pool->lock);
-}
-
-/* Pops up to n idle workers into a list (linked by next_idle) for
- * wake_list(). Under the lock. */
-static struct rl__worker *pop_idle(struct rl__pool *pool, unsigned n)
-{
-	struct rl__worker *list = NULL, **tail = &list;
-
-	while (n-- && pool->idle_top) {
-		struct rl__worker *w = pool->idle_top;
-
-		pool->idle_top = w->next_idle;
-		pool->idle--;
-		*tail = w;
-		tail = &w->next_idle;
-	}
-	*tail = NULL;
-	return list;
-}
-
-/* Wakes the workers pop_idle() took. Without the lock: once AWAKE a
- * worker may go idle again and reuse next_idle, so it is read first. */
-static unsigned wake_list(struct rl__worker *w)
-{
-	unsigned calls = 0;
-
-	while (w) {
-		struct rl__worker *next = w->next_idle;
-
-		if (atomic_exchange(&w->sleep, W_AWAKE) == W_WAITING) {
-			syscall(SYS_futex, &w->sleep, FUTEX_WAKE_PRIVATE, 1,
-				NULL, NULL, 0);
-			calls++;
-		}
-		w = next;
-	}
-	return calls;
 }
 
 static __thread struct rl__worker *self;
@@ -321,8 +245,13 @@ static void *worker(void *arg)
 			rl__spin_outcome(&pool->spin_state,
 					 !rl__fifo_empty(&pool->queue));
 		}
-		while (rl__fifo_empty(&pool->queue) && !pool->stop)
-			sleep_idle(pool, w);
+		while (rl__fifo_empty(&pool->queue) && !pool->stop) {
+			pool->idle++;
+			pthread_cond_wait(&pool->cond, &pool->lock);
+			pool->idle--;
+			if (pool->signalled)
+				pool->signalled--;
+		}
 		if (rl__fifo_empty(&pool->queue))
 			break; /* stopping, and nothing left to do */
 		req = rl__fifo_pop(&pool->queue);
@@ -341,14 +270,11 @@ static void *worker(void *arg)
 
 static void stop_workers(struct rl__pool *pool, unsigned started)
 {
-	struct rl__worker *idle;
-
 	pthread_mutex_lock(&pool->lock);
 	pool->stop = true;
 	atomic_store(&pool->stopping, true);
-	idle = pop_idle(pool, UINT_MAX);
 	pthread_mutex_unlock(&pool->lock);
-	wake_list(idle);
+	pthread_cond_broadcast(&pool->cond);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(pool->workers[i].thread, NULL);
 }
@@ -365,8 +291,6 @@ static int start_worker(struct rl__pool *pool, unsigned i)
 
 	w->pool = pool;
 	atomic_init(&w->job, NULL);
-	atomic_init(&w->sleep, W_AWAKE);
-	w->next_idle = NULL;
 	atomic_init(&w->give_up, false);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -406,6 +330,12 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 		free(pool->workers);
 		return -ret;
 	}
+	ret = pthread_cond_init(&pool->cond, NULL);
+	if (ret) {
+		pthread_mutex_destroy(&pool->lock);
+		free(pool->workers);
+		return -ret;
+	}
 	for (i = 0; i < cfg->threads; i++) {
 		ret = start_worker(pool, i);
 		if (ret)
@@ -414,6 +344,7 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 	}
 	if (ret) {
 		stop_workers(pool, pool->nthreads);
+		pthread_cond_destroy(&pool->cond);
 		pthread_mutex_destroy(&pool->lock);
 		free(pool->workers);
 		return -ret;
@@ -424,6 +355,7 @@ int rl__pool_init(struct rl__pool *pool, const struct rl__pool_config *cfg,
 void rl__pool_destroy(struct rl__pool *pool)
 {
 	stop_workers(pool, pool->nthreads);
+	pthread_cond_destroy(&pool->cond);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->workers);
 	pool->workers = NULL;
@@ -433,7 +365,6 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			 unsigned max_active)
 {
 	unsigned n = 0, wake = 0, grow = 0, awake;
-	struct rl__worker *woken = NULL;
 
 	for (rl_req *r = jobs->head; r; r = rl__req(r)->next)
 		n++;
@@ -442,28 +373,29 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 	pthread_mutex_lock(&pool->lock);
 	rl__fifo_splice(&pool->queue, jobs);
 	atomic_fetch_add_explicit(&pool->queued, n, memory_order_relaxed);
-	/* Wake idle workers, no more of them than there are new jobs the
-	 * spinning worker (if any) leaves (a wake-up of a worker that will
-	 * find the queue empty is a wasted futex call on both sides), and
-	 * none beyond max_active: a worker more than
+	/* Wake only sleepers nobody has woken yet, no more of them than
+	 * there are new jobs the spinning worker (if any) leaves (a signal
+	 * to a worker that will find the queue empty is a wasted futex call
+	 * on both sides), and none beyond max_active: a worker more than
 	 * there are CPUs for only takes turns with the others. */
 	if (pool->spinning)
-		n--; /* the spinning worker takes one without a wake-up */
-	awake = pool->nthreads - pool->idle;
-	if (pool->idle && awake < max_active) {
-		wake = pool->idle;
+		n--; /* the spinning worker takes one without a signal */
+	awake = pool->nthreads - pool->idle + pool->signalled;
+	if (pool->idle > pool->signalled && awake < max_active) {
+		wake = pool->idle - pool->signalled;
 		if (wake > max_active - awake)
 			wake = max_active - awake;
 		if (wake > n)
 			wake = n;
-		woken = pop_idle(pool, wake);
+		pool->signalled += wake;
 	}
 	/* A pool that grows starts a worker for every job left over, as
 	 * long as its cap allows: its jobs may each block for good. */
 	if (pool->nthreads < pool->max_threads && n > wake)
 		grow = n - wake;
 	pthread_mutex_unlock(&pool->lock);
-	wake_list(woken);
+	for (unsigned i = 0; i < wake; i++)
+		pthread_cond_signal(&pool->cond);
 	while (grow-- && pool->nthreads < pool->max_threads &&
 	       start_worker(pool, pool->nthreads) == 0) {
 		pthread_mutex_lock(&pool->lock);

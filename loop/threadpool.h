@@ -28,7 +28,7 @@
 
 /*
  * Spinning. A worker that finds the queue empty polls it for up to
- * RL__POOL_SPIN_NS before it sleeps on its futex (one worker
+ * RL__POOL_SPIN_NS before it sleeps on the condition variable (one worker
  * at a time), and the loop polls the done list as long before it sleeps in
  * epoll_wait. A job handed over and finished within that window then costs
  * no futex call and no eventfd round trip on either side: that is what
@@ -64,10 +64,11 @@ struct rl__pool_config {
 struct rl__pool {
 	/* Job queue and the worker bookkeeping, all under lock. */
 	pthread_mutex_t lock;
-	struct rl__fifo queue;	     /* jobs not started yet */
-	unsigned idle;		     /* workers on the idle stack */
-	struct rl__worker *idle_top; /* the idle stack, last idle first */
-	bool spinning; /* a worker polls the queue before sleeping */
+	pthread_cond_t cond;
+	struct rl__fifo queue; /* jobs not started yet */
+	unsigned idle;	       /* workers asleep on cond */
+	unsigned signalled;    /* wake-ups sent and not yet taken */
+	bool spinning;	       /* a worker polls the queue before sleeping */
 	struct rl__spin spin_state; /* whether workers' spins paid lately */
 	bool stop;
 	atomic_uint queued;   /* the queue's length, for the spinner */
@@ -118,8 +119,6 @@ struct rl__worker {
 	pthread_t thread;
 	_Atomic(rl_req *) job; /* the job it runs, or NULL */
 	atomic_bool give_up;   /* set before the signal; cleared per job */
-	atomic_uint sleep;     /* idle state and futex word (threadpool.c) */
-	struct rl__worker *next_idle; /* on the idle stack, under lock */
 };
 
 /* For a job, on its worker: whether it was asked to give up (stop
@@ -145,7 +144,7 @@ void rl__pool_destroy(struct rl__pool *pool);
 /*
  * Hands a batch of jobs (linked by rl__req(req)->next) to the workers, waking
  * sleeping ones until at most max_active workers are awake (running,
- * spinning or woken); pass pool->max_threads for "as many as help". A
+ * spinning or signalled); pass pool->max_threads for "as many as help". A
  * pool that may grow starts a worker for each job no idle worker takes.
  * Returns the number of workers it woke or started (each may be a futex
  * call, or a clone).
