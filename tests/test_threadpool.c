@@ -2,7 +2,7 @@
 /*
  * test_threadpool.c - how the epoll backend's pool hands jobs to its
  * workers and completions back to the loop: a batch handed to sleeping
- * workers runs on all of them at once (one futex call wakes them,
+ * workers runs on all of them at once (each idle worker is woken,
  * threadpool.c), and a flood of completions racing the loop's sleeps and
  * the workers' loses none. The pool's other
  * contracts (saturation, batched wake-ups of the loop, cancellation, the
@@ -74,8 +74,8 @@ static unsigned workers_in_syscall(long nr)
  * pool of W sleeping workers: each blocks its worker until the stall is
  * released, so they can only all be inside statx() at once if every one
  * of the W workers was woken. A wake-up that reached fewer workers than
- * jobs would leave jobs queued behind blocked workers for
- * good (the alarm ends the test then).
+ * jobs would leave jobs queued behind blocked workers for good (the
+ * alarm ends the test then).
  */
 Test(pool, a_batch_wakes_every_idle_worker)
 {
