@@ -73,7 +73,7 @@ if [ -z "$bun" ] && [ -n "$pkg" ] && [ ! -x "$local_bun" ] && command -v npm >/d
 fi
 [ -z "$bun" ] && [ -x "$local_bun" ] && bun="$local_bun"
 
-servers=() ports=() styles=()
+servers=() ports=() styles=() spids=()
 # start NAME STYLE PORT COMMAND...: on CPU 1, waits until PORT answers.
 start() {
 	local name=$1 style=$2 port=$3 i
@@ -83,6 +83,7 @@ start() {
 	for i in $(seq 100); do
 		if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
 			servers+=("$name") ports+=("$port") styles+=("$style")
+			spids+=("$!")
 			return 0
 		fi
 		sleep 0.1
@@ -152,6 +153,19 @@ printf '{"meta":true,"bench":"net-http","time":"%s","cpu":"%s","ncpu":%s,"kernel
 	"$(node --version 2>/dev/null || true)" "$([ -n "$bun" ] && "$bun" --version)" \
 	"$duration" "$runs" >"$out"
 
+# CPU ticks (user + system) of a server: the process, its threads, and
+# its children (nginx's worker).
+hz=$(getconf CLK_TCK)
+server_ticks() {
+	local p t=0 v
+	for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
+		v=$(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null) || continue
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
+TIMEFORMAT='%U %S'
+
 # The machine is shared, and other people's builds and tests do not take
 # the bench lock: before each cell, wait (up to $quiet s) for a second in
 # which both CPUs were at least 95% idle, and report the share of the CPUs
@@ -182,13 +196,21 @@ for ((r = 1; r <= runs; r++)); do
 			url="http://127.0.0.1:${ports[$i]}/"
 			taskset -c 0 wrk -t1 -c"$c" -d1s "$url" >/dev/null 2>&1 || true
 			wait_quiet
-			taskset -c 0 wrk -t1 -c"$c" -d"${duration}s" --latency "$url" >"$tmp/wrk.out" 2>&1 || true
+			s0=$(server_ticks "${spids[$i]}")
+			{ time taskset -c 0 wrk -t1 -c"$c" -d"${duration}s" --latency "$url" >"$tmp/wrk.out" 2>&1 || true; } 2>"$tmp/wrk.time"
+			s1=$(server_ticks "${spids[$i]}")
 			rps=$(awk '/^Requests\/sec:/ {print $2}' "$tmp/wrk.out")
+			nreq=$(awk '/requests in/ {print $1}' "$tmp/wrk.out")
+			# The server's CPU per request (all its processes and
+			# threads), and the share of its CPU wrk used: a wrk near
+			# 100% means the cell measures wrk more than the server.
+			srv_us=$(awk -v t=$((s1 - s0)) -v hz="$hz" -v n="${nreq:-0}" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }')
+			wrk_util=$(awk -v d="$duration" '{ printf "%.2f", ($1 + $2) / d }' "$tmp/wrk.time")
 			p99=$(awk '$1 == "99%" {print $2}' "$tmp/wrk.out")
 			errs=$(awk '/Non-2xx|Socket errors/ {print}' "$tmp/wrk.out" | tr '\n' ' ')
 			[ -n "$errs" ] && echo "bench-net: ${servers[$i]} at $c conns: $errs" >&2
-			echo "${servers[$i]} ${styles[$i]} $c ${rps:-0} $(to_us "${p99:-0us}") $others" >>"$tmp/runs"
-			echo "bench-net: run $r/$runs ${servers[$i]} $c conns: ${rps:-?} req/s, p99 ${p99:-?} (others busy $others before)" >&2
+			echo "${servers[$i]} ${styles[$i]} $c ${rps:-0} $(to_us "${p99:-0us}") $others $srv_us $wrk_util" >>"$tmp/runs"
+			echo "bench-net: run $r/$runs ${servers[$i]} $c conns: ${rps:-?} req/s, p99 ${p99:-?}, server CPU ${srv_us} us/req, wrk busy ${wrk_util} (others busy $others before)" >&2
 		done
 	done
 done
@@ -204,6 +226,7 @@ done
 sort -k1,1 -k3,3n -k4,4g "$tmp/runs" | awk -v servers="${servers[*]}" -v rings="$rings" '
 	BEGIN { nr = split(rings, rv, " "); for (i = 1; i <= nr; i++) { split(rv[i], kv, "="); ring[kv[1]] = kv[2] } }
 	{ key = $1 " " $3; n[key]++; rps[key, n[key]] = $4; p99[key, n[key]] = $5; oth[key, n[key]] = $6; style[key] = $2
+	  scpu[key, n[key]] = $7; wutil[key, n[key]] = $8
 	  if (!(key in seen)) { seen[key] = 1; order[++k] = key } }
 	END {
 		ns = split(servers, sv, " ")
@@ -211,8 +234,10 @@ sort -k1,1 -k3,3n -k4,4g "$tmp/runs" | awk -v servers="${servers[*]}" -v rings="
 		for (j = 1; j <= k; j++) {
 			key = order[j]; split(key, f, " "); m = int((n[key] + 1) / 2)
 			if (f[1] != sv[x]) continue
-			printf "{\"scenario\":\"http\",\"server\":\"%s\",\"style\":\"%s\",\"conns\":%d,\"rps\":%.0f,\"lat_p99_us\":%.1f,\"runs\":%d,\"others_cpu_util\":%.2f",
-				f[1], style[key], f[2], rps[key, m], p99[key, m], n[key], oth[key, m]
+			lo = rps[key, 1]; hi = rps[key, n[key]]
+			printf "{\"scenario\":\"http\",\"server\":\"%s\",\"style\":\"%s\",\"conns\":%d,\"rps\":%.0f,\"rps_min\":%.0f,\"rps_max\":%.0f,\"lat_p99_us\":%.1f,\"server_cpu_us_per_req\":%.2f,\"wrk_cpu_util\":%.2f,\"generator_bound\":%s,\"runs\":%d,\"others_cpu_util\":%.2f",
+				f[1], style[key], f[2], rps[key, m], lo, hi, p99[key, m], scpu[key, m], wutil[key, m],
+				(wutil[key, m] >= 0.9 ? "true" : "false"), n[key], oth[key, m]
 			if (f[1] in ring) printf ",\"ring\":\"%s\"", ring[f[1]]
 			printf "}\n"
 		}
@@ -233,6 +258,10 @@ awk -F'"' '
 		if (!(s in has)) { has[s] = 1; srv[++ns] = s }
 		if (!(c in hasc)) { hasc[c] = 1; cs[++nc] = c }
 		R[s, c] = r; P[s, c] = p
+		match($0, /"server_cpu_us_per_req":[0-9.]+/); U[s, c] = substr($0, RSTART + 24, RLENGTH - 24) + 0
+		match($0, /"wrk_cpu_util":[0-9.]+/); W[s, c] = substr($0, RSTART + 15, RLENGTH - 15) + 0
+		match($0, /"rps_min":[0-9.]+/); LO[s, c] = substr($0, RSTART + 10, RLENGTH - 10) + 0
+		match($0, /"rps_max":[0-9.]+/); HI[s, c] = substr($0, RSTART + 10, RLENGTH - 10) + 0
 	}
 	END {
 		printf "%-20s", "server"
@@ -248,5 +277,20 @@ awk -F'"' '
 				printf " %5.2fx", R[s, cs[j]] ? R["ringloop-uring-shared", cs[j]] / R[s, cs[j]] : 0
 			printf "\n"
 		}
+		printf "\nserver CPU us per request (wrk busy share of its CPU; runs min-max req/s)\n"
+		printf "%-20s", "server"
+		for (j = 1; j <= nc; j++) printf " %30s", cs[j] " conns"
+		printf "\n"
+		bound = 0
+		for (i = 1; i <= ns; i++) {
+			s = srv[i]; printf "%-20s", s
+			for (j = 1; j <= nc; j++) {
+				printf " %6.2f (%3.0f%%; %6.0f-%6.0f)", U[s, cs[j]], 100 * W[s, cs[j]], LO[s, cs[j]], HI[s, cs[j]]
+				if (W[s, cs[j]] >= 0.9) bound++
+			}
+			printf "\n"
+		}
+		if (bound)
+			printf "%d cells had wrk at 90%% of its CPU or more (generator_bound in the JSON): there, requests/s measure wrk as much as the server; compare the servers by their CPU per request.\n", bound
 	}' "$out"
 echo "results: $out"
