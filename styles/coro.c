@@ -211,14 +211,77 @@ static bool start_put_off(const rl_coro_ctx *s)
 	return s->io_waiting >= s->start_window && !s->closing;
 }
 
+static void start_first(rl_coro_ctx *s)
+{
+	struct rl_link *link = rl__list_pop(&s->starts);
+
+	s->started++;
+	start_now(RL__CONTAINER(link, rl_coro, start_link));
+}
+
+static void arm_stall_timer(rl_coro_ctx *s);
+
 static void start_more(rl_coro_ctx *s)
 {
-	struct rl_link *link;
-
-	while (!rl__list_empty(&s->starts) && !start_put_off(s)) {
-		link = rl__list_pop(&s->starts);
-		start_now(RL__CONTAINER(link, rl_coro, start_link));
+	while (!rl__list_empty(&s->starts) && !start_put_off(s))
+		start_first(s);
+	if (rl__list_empty(&s->starts)) {
+		if (s->stall_armed) {
+			rl_timer_stop(s->loop, &s->stall_timer);
+			s->stall_armed = false;
+		}
+	} else if (!s->stall_armed) {
+		arm_stall_timer(s);
 	}
+}
+
+/*
+ * The window must never hold a start back for good. The coroutines of a
+ * server live as long as their connections and wait on I/O nearly all the
+ * time: with a window's worth of them idle, no request completes, and
+ * with a window's worth busy, each completion is followed by the next
+ * wait before the starts are looked at; either way the next connection's
+ * coroutine would never start. So while starts are put off a timer looks
+ * every RL__CORO_STALL_MS at whether any coroutine started or finished;
+ * after two looks in a row that saw none it starts a window's worth
+ * regardless. Two looks, so that at least one whole loop iteration (its
+ * completions reaped) lies between them: a burst of short coroutines
+ * finishes some in every iteration and never trips it, however slow the
+ * iteration (the sanitizers, Valgrind).
+ */
+#define RL__CORO_STALL_MS 1
+
+static uint64_t progress(const rl_coro_ctx *s)
+{
+	return s->started + s->stats.finished;
+}
+
+static void stall_check(rl_timer *t, int status)
+{
+	rl_coro_ctx *s = t->data;
+
+	s->stall_armed = false;
+	if (status < 0 || rl__list_empty(&s->starts))
+		return;
+	if (progress(s) != s->progress_then) {
+		s->stalled_looks = 0;
+	} else if (++s->stalled_looks >= 2) {
+		s->stalled_looks = 0;
+		for (size_t n = s->start_window;
+		     n > 0 && !rl__list_empty(&s->starts); n--)
+			start_first(s);
+	}
+	if (!rl__list_empty(&s->starts) && !s->stall_armed)
+		arm_stall_timer(s);
+}
+
+static void arm_stall_timer(rl_coro_ctx *s)
+{
+	s->stall_timer.data = s;
+	s->progress_then = progress(s);
+	if (rl_timer_start(s->loop, &s->stall_timer, RL__CORO_STALL_MS, 0,
+			   stall_check) == 0)
+		s->stall_armed = true;
 }
 
 static void start_task(rl_task *task)
@@ -440,6 +503,8 @@ int rl_coro_ctx_close(rl_coro_ctx *s)
 	if (rl__coro_current || !rl__list_empty(&s->alive))
 		return -EBUSY;
 	rl_loop_off_close(s->loop, &s->close_hook);
+	if (s->stall_armed)
+		rl_timer_stop(s->loop, &s->stall_timer);
 	sched_free(s);
 	return 0;
 }

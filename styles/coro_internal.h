@@ -185,11 +185,16 @@ struct rl_coro_ctx {
 	bool closed;  /* unwound by the loop's close, freed at its end */
 	int altstack; /* 1: we installed this thread's sigaltstack */
 	size_t stack_size;
-	struct rl_link alive;  /* rl_coro: spawned, not finished */
-	struct rl_link starts; /* rl_coro: to start, in spawn order */
-	size_t io_waiting;     /* coroutines suspended on a request */
-	size_t start_window;   /* see rl_coro_ctx_options */
-	rl_coro *free;	       /* recycled handles */
+	struct rl_link alive;	/* rl_coro: spawned, not finished */
+	struct rl_link starts;	/* rl_coro: to start, in spawn order */
+	size_t io_waiting;	/* coroutines suspended on a request */
+	size_t start_window;	/* see rl_coro_ctx_options */
+	uint64_t started;	/* coroutines started so far */
+	uint64_t progress_then; /* starts + finishes at the last look */
+	rl_timer stall_timer;	/* armed while starts are put off */
+	bool stall_armed;
+	unsigned stalled_looks; /* looks in a row that saw no progress */
+	rl_coro *free;		/* recycled handles */
 	struct rl__coro_slab *slabs;
 	struct rl_coro_ctx_stats stats;
 };

@@ -4,6 +4,8 @@
  * (rl_coro_ctx_options.start_window), and warm stacks handed on.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -220,4 +222,161 @@ BACKEND_TEST(coro_pacing, spawn_maps_no_stack, .timeout = 600)
 	tsched_close(s);
 	tclose(loop);
 	cr_assert_eq(rl_coro_pool_close(pool), 0);
+}
+
+/*
+ * Pacing must never hold a start back for good. A server's coroutines
+ * live as long as their connections and wait on I/O most of the time: a
+ * window's worth of idle connections (nothing ever completes) or of busy
+ * ones (each completion is followed by the next wait) once kept every
+ * later coroutine from starting, so the next client was never served.
+ */
+struct hold {
+	int rfd, wfd;  /* a pipe: the held coroutines read it */
+	int held_done; /* held coroutines finished */
+	int64_t res[2];
+	bool late_ran; /* the coroutine spawned after the window filled */
+	bool guard;    /* the guard timer fired: the late one never ran */
+	int rounds;    /* ping-pong rounds (the busy variant) */
+};
+
+static int64_t held_reader(void *arg)
+{
+	struct hold *h = arg;
+	char c;
+	int64_t r = rl_coro_fs_read(h->rfd, &c, 1, -1);
+
+	h->res[h->held_done++] = r;
+	return r;
+}
+
+static int64_t late_writer(void *arg)
+{
+	struct hold *h = arg;
+
+	h->late_ran = true;
+	/* Lets the held readers go: one byte each. */
+	return rl_coro_fs_write(h->wfd, "ab", 2, -1);
+}
+
+static void guard_fired(rl_timer *t, int status)
+{
+	struct hold *h = t->data;
+
+	if (status == 0 && !h->late_ran) {
+		h->guard = true;
+		/* Unblocks the readers so that the test ends and fails. */
+		if (write(h->wfd, "ab", 2) != 2)
+			abort();
+	}
+}
+
+BACKEND_TEST(coro_pacing, idle_waiters_do_not_hold_a_start_for_good)
+{
+	struct rl_coro_ctx_options opt = { .start_window = 2 };
+	struct hold h = { 0 };
+	rl_timer guard;
+	rl_coro_ctx *s;
+	rl_loop *loop;
+	int fds[2];
+
+	cr_assert_eq(pipe(fds), 0);
+	loop = tloop(tp);
+	s = tsched_opts(loop, &opt);
+	h.rfd = fds[0];
+	h.wfd = fds[1];
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(rl_coro_spawn(s, NULL, held_reader, &h, NULL), 0);
+	cr_assert_eq(rl_coro_spawn(s, NULL, late_writer, &h, NULL), 0);
+	rl_timer_init(&guard);
+	guard.data = &h;
+	cr_assert_eq(rl_timer_start(loop, &guard, 10000, 0, guard_fired), 0);
+	/* The guard keeps the loop alive; stop it once everything ran. */
+	while (h.held_done < 2)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	rl_timer_stop(loop, &guard);
+	trun(loop);
+	cr_assert(!h.guard,
+		  "the coroutine spawned after the window filled "
+		  "did not start while the window's coroutines waited");
+	cr_assert(h.late_ran);
+	cr_assert_eq(h.res[0], 1);
+	cr_assert_eq(h.res[1], 1);
+	tsched_close(s);
+	tclose(loop);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/* The busy variant: two coroutines bounce a byte between two pipes, so a
+ * request of the window completes all the time and the next one is
+ * always submitted before the scheduler looks at its put-off starts. */
+struct bounce {
+	int in, out;
+	struct hold *h;
+};
+
+enum { BOUNCE_CAP = 2000000 };
+
+static int64_t bouncer(void *arg)
+{
+	struct bounce *b = arg;
+	char c;
+
+	for (;;) {
+		int64_t r = rl_coro_fs_read(b->in, &c, 1, -1);
+
+		if (r != 1)
+			return r;
+		if (c == 'q') { /* pass the stop on, then stop */
+			rl_coro_fs_write(b->out, "q", 1, -1);
+			return 0;
+		}
+		b->h->rounds++;
+		if (b->h->late_ran || b->h->rounds >= BOUNCE_CAP)
+			c = 'q';
+		if (rl_coro_fs_write(b->out, &c, 1, -1) != 1)
+			return -EIO;
+		if (c == 'q')
+			return 0;
+	}
+}
+
+static int64_t late_flag(void *arg)
+{
+	((struct hold *)arg)->late_ran = true;
+	return 0;
+}
+
+BACKEND_TEST(coro_pacing, busy_waiters_do_not_hold_a_start_for_good,
+	     .timeout = 120)
+{
+	struct rl_coro_ctx_options opt = { .start_window = 2 };
+	struct hold h = { 0 };
+	struct bounce b[2];
+	rl_coro_ctx *s;
+	rl_loop *loop;
+	int p1[2], p2[2];
+
+	cr_assert_eq(pipe(p1), 0);
+	cr_assert_eq(pipe(p2), 0);
+	loop = tloop(tp);
+	s = tsched_opts(loop, &opt);
+	b[0] = (struct bounce){ .in = p1[0], .out = p2[1], .h = &h };
+	b[1] = (struct bounce){ .in = p2[0], .out = p1[1], .h = &h };
+	cr_assert_eq(write(p1[1], "x", 1), 1);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(rl_coro_spawn(s, NULL, bouncer, &b[i], NULL), 0);
+	cr_assert_eq(rl_coro_spawn(s, NULL, late_flag, &h, NULL), 0);
+	trun(loop);
+	cr_assert(h.late_ran);
+	cr_assert_lt(h.rounds, BOUNCE_CAP,
+		     "the coroutine spawned after the window filled started "
+		     "only when the bouncing stopped");
+	tsched_close(s);
+	tclose(loop);
+	for (int i = 0; i < 2; i++) {
+		close(p1[i]);
+		close(p2[i]);
+	}
 }

@@ -151,7 +151,11 @@ struct rl_coro_ctx_options {
 	/* Start pacing: a coroutine due to start while this many coroutines
 	 * of the scheduler wait for requests starts when one of those
 	 * requests completes instead (coroutines already running never
-	 * wait for it). 0 = RL_CORO_START_WINDOW; SIZE_MAX: never. */
+	 * wait for it). Pacing never holds a start for good: when no
+	 * coroutine started or finished for about two milliseconds (the
+	 * waiters are a server's long-lived connections, idle or busy),
+	 * another window's worth starts regardless.
+	 * 0 = RL_CORO_START_WINDOW; SIZE_MAX: never. */
 	size_t start_window;
 };
 
