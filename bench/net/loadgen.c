@@ -94,9 +94,10 @@ static double hpct(const struct hist *h, double p)
 
 struct gconn {
 	int fd;
-	uint32_t got; /* bytes of the current echo so far */
-	uint64_t seq; /* the current message's number */
-	uint64_t t0;  /* when it was sent */
+	uint32_t got;  /* bytes of the current echo so far */
+	uint64_t seq;  /* the current message's number */
+	uint64_t t0;   /* when it was sent */
+	uint64_t done; /* echoes completed in the window */
 	unsigned char *msg;
 };
 
@@ -218,6 +219,7 @@ static void on_recv(struct gen *g, int i, int res, unsigned flags)
 		if (g->measuring) {
 			hadd(g->h, now - c->t0);
 			g->requests++;
+			c->done++;
 		}
 		send_msg(g, i, now);
 	}
@@ -438,6 +440,18 @@ int gen_run(const struct gen_opts *o, struct gen_result *r)
 		r->lat_max_us = (double)g.h->max / 1e3;
 		r->lat_mean_us =
 			g.h->count ? g.h->sum / (double)g.h->count / 1e3 : 0;
+		/* Fairness: a server that serves some connections and
+		 * starves the rest shows good latencies for the ones it
+		 * serves, and the starved ones' messages never complete,
+		 * so they are in no percentile. Count them. */
+		for (int i = 0; i < o->conns; i++) {
+			uint64_t age = w1 > g.c[i].t0 ? w1 - g.c[i].t0 : 0;
+
+			r->conns_served += g.c[i].done > 0;
+			if (g.c[i].got < o->msg_size &&
+			    (double)age / 1e3 > r->oldest_wait_us)
+				r->oldest_wait_us = (double)age / 1e3;
+		}
 	}
 out:
 	if (g.c)

@@ -384,6 +384,7 @@ static void print_cell(const struct cell *c)
 		       "\"gen_cpu_util\":%.3f,\"syscalls_per_op\":%.3f,"
 		       "\"enters_per_op\":%.3f,\"waits_per_op\":%.3f,"
 		       "\"net_dry\":%llu,\"others_cpu_util\":%.3f,"
+		       "\"conns_served\":%d,\"oldest_wait_us\":%.1f,"
 		       "\"tries\":%d,\"knobs\":\"%s\"}\n",
 		       r->lat_p50_us, r->lat_p99_us, r->lat_p999_us,
 		       r->lat_max_us, r->lat_mean_us, scpu * 1e3, scpu / wall,
@@ -397,7 +398,8 @@ static void print_cell(const struct cell *c)
 			   : 0,
 		       (unsigned long long)(r->m1.st.net_dry -
 					    r->m0.st.net_dry),
-		       others, tries, cell_knobs(c));
+		       others, r->conns_served, r->oldest_wait_us, tries,
+		       cell_knobs(c));
 	} else {
 		printf("%-11s %-6s %6d %6u %10.0f %9.1f %9.1f %8.2f %6.0f%% "
 		       "%6.0f%% %7.2f %6.0f%%\n",
@@ -410,6 +412,14 @@ static void print_cell(const struct cell *c)
 			   : 0,
 		       100 * others);
 	}
+	if (r->conns_served < c->conns)
+		fprintf(stderr,
+			"ringnet: %s %s, %d conns: only %d connections were "
+			"answered in the window (the oldest unanswered message "
+			"waited %.0f ms): the server starves the others, and "
+			"its latencies leave them out\n",
+			c->v->name, c->style->name, c->conns, r->conns_served,
+			r->oldest_wait_us / 1e3);
 	fflush(stdout);
 }
 

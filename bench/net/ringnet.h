@@ -75,6 +75,9 @@ struct gen_result {
 	uint64_t requests; /* echoes completed in the window */
 	double wall_s;	   /* the window's length */
 	double lat_p50_us, lat_p99_us, lat_p999_us, lat_max_us, lat_mean_us;
+	int conns_served;	 /* connections with an echo in the window */
+	double oldest_wait_us;	 /* the oldest message still unanswered at
+				  * the window's end */
 	double cpu_s;		 /* the generator's CPU time in the window */
 	double busy_s;		 /* busy time of the two CPUs in the window,
 				* everyone's (/proc/stat) */
