@@ -7,10 +7,10 @@
  * A read that finds data queued gives a promise fulfilled at once; one
  * that does not parks its buffer in the stream and gives a pending
  * promise, which the stream's callback settles (its reactions run from
- * the microtask queue, as always). The pending promise is a request
- * promise with no request behind it, so the program cannot settle it
- * itself. The connection's stream counts among the context's requests in
- * flight while it runs.
+ * the microtask queue, as always). The program cannot settle the pending
+ * promise itself; rl_promise_cancel() withdraws the read. The
+ * connection's stream counts among the context's requests in flight
+ * while it runs.
  *
  * Closing the loop with connections open: the connection's close hook
  * runs before the context's (it was put on later) and ends reading (a
@@ -59,6 +59,7 @@ static void read_settle(rl_promise_conn *c, int64_t res)
 	rl_promise *p = c->rd;
 
 	c->rd = NULL;
+	p->u.conn = NULL;
 	if (c->timed) {
 		c->timed = false;
 		rl_timer_stop(c->loop, &c->timer);
@@ -68,6 +69,25 @@ static void read_settle(rl_promise_conn *c, int64_t res)
 	else
 		rl__settle(p, 0, (struct rl_value){ res, c->rbuf }, NULL);
 	rl_promise_unref(p);
+}
+
+/*
+ * rl_promise_cancel() of a pending read, and so rl_promise_timeout() of
+ * one: the read leaves the connection and rejects with -ECANCELED. A
+ * parked read has taken no byte (the first item settles it), so nothing
+ * is lost: what comes later waits for the next read. Without this the
+ * promise had no request to cancel, and a timeout of it never fired
+ * while the peer sent nothing.
+ */
+int rl__conn_read_cancel(rl_promise *p)
+{
+	rl_promise_conn *c = p->u.conn;
+
+	if (!c || p->state != RL_PROMISE_PENDING)
+		return -ENOENT;
+	rl__rx_unpark(&c->rx);
+	read_settle(c, -ECANCELED);
+	return 0;
 }
 
 static void rx_wake(struct rl__rx *rx, int64_t res)
@@ -173,10 +193,9 @@ rl_promise *rl_promise_conn_read(rl_promise_conn *c, void *buf, size_t len,
 		return rl_promise_resolved(ctx, (struct rl_value){ res, buf });
 	}
 	/* One reference for the caller, one for the connection. */
-	p = rl__promise_alloc(ctx, RL__P_REQ, 2);
+	p = rl__promise_alloc(ctx, RL__P_CONN_READ, 2);
 	if (!p)
 		return NULL;
-	p->u.op = NULL;
 	ret = rl__rx_park(&c->rx, buf, len);
 	if (ret == 0 && timeout_ms) {
 		ret = rl_timer_start(c->loop, &c->timer, timeout_ms, 0,
@@ -193,6 +212,7 @@ rl_promise *rl_promise_conn_read(rl_promise_conn *c, void *buf, size_t len,
 	}
 	c->rd = p;
 	c->rbuf = buf;
+	p->u.conn = c; /* rl_promise_cancel() finds the read */
 	return p;
 }
 

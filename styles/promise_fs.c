@@ -370,6 +370,8 @@ int rl_promise_cancel(rl_promise *p)
 {
 	struct rl__op *op;
 
+	if (p && p->pkind == RL__P_CONN_READ)
+		return rl__conn_read_cancel(p);
 	if (!p || p->pkind != RL__P_REQ)
 		return -EINVAL;
 	op = p->u.op;

@@ -57,6 +57,7 @@ enum rl__pkind {
 	RL__P_DERIVED,	 /* settled by its own waiter */
 	RL__P_COMB,	 /* a combinator: settled by its input records */
 	RL__P_REQ,	 /* a loop request or timer */
+	RL__P_CONN_READ, /* a connection's read (promise_conn.c) */
 };
 
 struct rl_promise {
@@ -81,6 +82,8 @@ struct rl_promise {
 			size_t remaining;
 		} c;
 		struct rl__op *op; /* RL__P_REQ: its record, while in flight */
+		/* RL__P_CONN_READ: its connection, while pending */
+		struct rl_promise_conn *conn;
 	} u;
 };
 
@@ -162,6 +165,8 @@ void rl__ops_cancel_all(rl_promise_ctx *ctx);
 rl_req *rl__op_req_new(rl_promise_ctx *ctx, rl_promise **refused);
 rl_promise *rl__op_req_submitted(rl_req *req, int ret);
 void rl__op_req_cb(rl_req *req);
+/* rl_promise_cancel() of a connection's read (promise_conn.c). */
+int rl__conn_read_cancel(rl_promise *p);
 /* Runs a combinator's input record (promise_combinators.c). */
 void rl__input_run(struct rl__input *in);
 /* Frees a combinator's block, dropping the references it holds. */

@@ -48,10 +48,10 @@ static void watch(rl_promise *p, struct seen *s)
 
 /* Runs the loop until cond holds or ms pass (then the caller's asserts
  * say what did not happen), never longer. */
-#define trun_within(loop, cond, ms)                              \
-	do {                                                     \
-		uint64_t end_ = tnow_ms() + (ms);                \
-		trun_until(loop, (cond) || tnow_ms() >= end_);   \
+#define trun_within(loop, cond, ms)                            \
+	do {                                                   \
+		uint64_t end_ = tnow_ms() + (ms);              \
+		trun_until(loop, (cond) || tnow_ms() >= end_); \
 	} while (0)
 
 /* Sends the pattern from *off on the non-blocking fd until the kernel
@@ -89,8 +89,7 @@ static void treset(int fd)
 {
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
-	cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)),
-		     0);
+	cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
 	close(fd);
 }
 
@@ -170,9 +169,9 @@ BACKEND_TEST(net_attack, coro_floods_on_a_dry_ring_every_byte_in_order)
 		cr_assert_eq(send(d.peer[i], &first, 1, 0), 1);
 		d.sent[i] = 1;
 		args[i] = (struct dry_arg){ &d, i };
-		cr_assert_eq(rl_coro_spawn(sched, NULL, dry_reader, &args[i],
-					   NULL),
-			     0);
+		cr_assert_eq(
+			rl_coro_spawn(sched, NULL, dry_reader, &args[i], NULL),
+			0);
 	}
 	trun_until(loop, d.opened == DRY_CONNS);
 	for (int i = 0; i < DRY_CONNS; i++)
@@ -320,8 +319,8 @@ static int64_t lc_body(void *arg)
 		static char small[1024];
 
 		k->started++;
-		k->res[slot] = rl_coro_conn_write(k->c[3], small, sizeof(small),
-						  0);
+		k->res[slot] =
+			rl_coro_conn_write(k->c[3], small, sizeof(small), 0);
 		k->after[slot] = rl_coro_conn_read(k->c[3], buf, 1, 0);
 		k->returned++;
 		return 0;
@@ -378,14 +377,12 @@ BACKEND_TEST(net_attack, coro_loop_close_with_conns_in_every_state)
 	cr_assert_eq(send(k.peer[2], "x", 1, 0), 1);
 	for (int i = 0; i < LC_N; i++) {
 		args[i] = (struct lc_arg){ &k, i };
-		cr_assert_eq(rl_coro_spawn(sched, NULL, lc_body, &args[i],
-					   NULL),
-			     0);
+		cr_assert_eq(
+			rl_coro_spawn(sched, NULL, lc_body, &args[i], NULL), 0);
 	}
 	trun_until(loop, k.started == LC_N);
 	args[LC_N] = (struct lc_arg){ &k, LC_N };
-	cr_assert_eq(rl_coro_spawn(sched, NULL, lc_body, &args[LC_N], NULL),
-		     0);
+	cr_assert_eq(rl_coro_spawn(sched, NULL, lc_body, &args[LC_N], NULL), 0);
 	trun_until(loop, k.started == LC_N + 1);
 	off = 1;
 	tflood_pat(loop, k.peer[2], &off, 8u << 20);
@@ -631,4 +628,86 @@ BACKEND_TEST(net_attack, coro_writes_after_our_shutdown)
 	close(k.peer);
 	tsched_close(sched);
 	tclose(loop);
+}
+
+/* --------------------------------------- promise reads: cancel, timeout */
+
+/*
+ * rl_promise_timeout() on a connection's read that no data answers: the
+ * timeout must reject with -ETIMEDOUT (promise.h: a timeout settles at
+ * ms), and the bytes that come later must wait for the next read, not
+ * land in the withdrawn read's buffer. Before the fix the read's promise
+ * had no request to cancel (rl_promise_cancel() said -ENOENT, which the
+ * timeout took for "settled already"): it never settled, 2 s on every
+ * backend.
+ */
+BACKEND_TEST(net_attack, promise_timeout_on_a_conn_read)
+{
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	rl_promise_conn *c;
+	char a[16] = { 0 }, b[16] = { 0 };
+	struct seen t, r;
+	int sfd, peer;
+
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
+	watch(rl_promise_timeout(rl_promise_conn_read(c, a, sizeof(a), 0), 30),
+	      &t);
+	trun_within(loop, t.calls == 1, 2000);
+	cr_assert_eq(t.calls, 1, "the timeout never settled: the read held it");
+	cr_assert_eq(t.err, -ETIMEDOUT, "%s", rl_strerror(t.err));
+	cr_assert_eq(write(peer, "hello", 5), 5);
+	watch(rl_promise_conn_read(c, b, sizeof(b), 0), &r);
+	trun_until(loop, r.calls == 1);
+	cr_assert_eq(r.err, 0, "%s", rl_strerror(r.err));
+	cr_assert_eq(r.v.i, 5);
+	cr_assert_eq(memcmp(b, "hello", 5), 0);
+	for (size_t i = 0; i < sizeof(a); i++)
+		cr_assert_eq(a[i], 0, "the withdrawn read's buffer got data");
+	cr_assert_eq(rl_promise_conn_close(c), 0);
+	close(peer);
+	trun(loop);
+	tend(loop, ctx);
+}
+
+/*
+ * rl_promise_cancel() of a pending connection read: promise.h says 0 and
+ * -ECANCELED for a pending promise of a request function, -ENOENT only
+ * once it settled. The next read gets what comes after. Before the fix:
+ * -ENOENT for the pending read.
+ */
+BACKEND_TEST(net_attack, promise_cancel_of_a_conn_read)
+{
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	rl_promise_conn *c;
+	char a[16] = { 0 }, b[16] = { 0 };
+	struct seen r1, r2;
+	rl_promise *p;
+	int sfd, peer;
+
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
+	p = rl_promise_conn_read(c, a, sizeof(a), 0);
+	watch(rl_promise_ref(p), &r1);
+	trun_for(loop, 10);
+	cr_assert_eq(r1.calls, 0);
+	cr_assert_eq(rl_promise_cancel(p), 0);
+	cr_assert_eq(rl_promise_cancel(p), -ENOENT);
+	rl_promise_unref(p);
+	trun_within(loop, r1.calls == 1, 2000);
+	cr_assert_eq(r1.calls, 1);
+	cr_assert_eq(r1.err, -ECANCELED);
+	cr_assert_eq(write(peer, "world", 5), 5);
+	watch(rl_promise_conn_read(c, b, sizeof(b), 0), &r2);
+	trun_until(loop, r2.calls == 1);
+	cr_assert_eq(r2.err, 0);
+	cr_assert_eq(r2.v.i, 5);
+	cr_assert_eq(memcmp(b, "world", 5), 0);
+	cr_assert_eq(a[0], 0);
+	cr_assert_eq(rl_promise_conn_close(c), 0);
+	close(peer);
+	trun(loop);
+	tend(loop, ctx);
 }

@@ -386,8 +386,10 @@ rl_promise *rl_promise_net_recvmsg(rl_promise_ctx *ctx, int fd,
  * the stream's error (-ECONNRESET...), the end and the error coming only
  * after every byte received before them was read, and again on every
  * later read. timeout_ms > 0: rejects with -ETIMEDOUT past it, and what
- * arrives later waits for the next read (no byte is lost; use this, not
- * rl_promise_timeout(), which cannot withdraw a read of a connection).
+ * arrives later waits for the next read (no byte is lost).
+ * rl_promise_cancel() of a pending read withdraws it the same way (it
+ * rejects with -ECANCELED, having taken no byte), and so does
+ * rl_promise_timeout() of one (-ETIMEDOUT).
  * One read at a time: -EBUSY while one is pending; -ECANCELED once the
  * connection is closed (by the loop). Data that arrives while no read is
  * pending waits in the loop's buffers, at most a few per connection: then
@@ -439,8 +441,9 @@ size_t rl_promise_conn_buffered(const rl_promise_conn *conn);
 /*
  * Cancels the loop request or timer behind p, a pending promise of this
  * file's request functions (rl_promise_fs_*, rl_promise_net_*,
- * rl_promise_sleep): p then rejects with -ECANCELED, or settles with the
- * request's real result when it had finished. p is borrowed. Returns 0,
+ * rl_promise_sleep, rl_promise_conn_read): p then rejects with
+ * -ECANCELED, or settles with the request's real result when it had
+ * finished. p is borrowed. Returns 0,
  * -ENOENT when p is settled (or its request is done), -EALREADY when
  * cancelled already, -EINVAL for any other promise (those have no request
  * of their own: cancel the one they wait for).
