@@ -105,7 +105,10 @@ int rl_cb_ctx_close(rl_cb_ctx *cbs)
 {
 	if (!cbs)
 		return -EINVAL;
-	if (cbs->in_flight || cbs->dispatching)
+	/* A connection or server whose close (or read_start, or accept
+	 * retry) waits for a task or a timer is not a request in flight,
+	 * but ctx_free() would free it under the loop's task list. */
+	if (cbs->in_flight || cbs->dispatching || rl__cb_net_busy(cbs))
 		return -EBUSY;
 	rl_loop_off_close(cbs->loop, &cbs->close_hook);
 	ctx_free(cbs);

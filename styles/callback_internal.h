@@ -67,4 +67,9 @@ void rl__cb_res_done(rl_req *req);
  * (callback_net.c); the loop is not touched: it may be gone already. */
 void rl__cb_net_free(rl_cb_ctx *cbs);
 
+/* Whether a connection or server has a task queued or a timer running on
+ * the loop (callback_net.c): freeing it then would leave the loop
+ * pointing into freed memory. */
+bool rl__cb_net_busy(const rl_cb_ctx *cbs);
+
 #endif /* RL_CALLBACK_INTERNAL_H */

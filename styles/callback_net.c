@@ -906,6 +906,26 @@ static void retry_cb(rl_timer *timer, int status)
 
 /* ------------------------------------------------------------ closing */
 
+bool rl__cb_net_busy(const rl_cb_ctx *cbs)
+{
+	const struct rl_link *link;
+
+	rl__list_for_each(link, &cbs->conns)
+	{
+		if (RL__CONTAINER(link, rl_cb_conn, link)->task_queued)
+			return true;
+	}
+	rl__list_for_each(link, &cbs->servers)
+	{
+		const rl_cb_server *srv =
+			RL__CONTAINER(link, rl_cb_server, link);
+
+		if (srv->task_queued || srv->retrying)
+			return true;
+	}
+	return false;
+}
+
 void rl__cb_net_free(rl_cb_ctx *cbs)
 {
 	struct rl_link *link;

@@ -18,6 +18,7 @@
 #include "coro_helpers.h"
 #include "net_helpers.h"
 #include "promise_helpers.h"
+#include "ringloop/callback.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -710,4 +711,42 @@ BACKEND_TEST(net_attack, promise_cancel_of_a_conn_read)
 	close(peer);
 	trun(loop);
 	tend(loop, ctx);
+}
+
+/* -------------------------------------- callback contexts and closes */
+
+static void cb_count(int err, int64_t value, void *arg)
+{
+	int *n = arg;
+
+	cr_assert_eq(err, 0);
+	cr_assert_eq(value, 0);
+	(*n)++;
+}
+
+/*
+ * rl_cb_net_close() finishes from a microtask when nothing of the
+ * connection is in flight (the callback style never frees inside a
+ * call). rl_cb_ctx_close() right after it must refuse (-EBUSY) until that
+ * task has run: before the fix it said 0 and freed the connection with
+ * its task still queued on the loop, which then ran it on freed memory
+ * (ASan: heap-use-after-free in conn_task) and never called done.
+ */
+BACKEND_TEST(net_attack, cb_ctx_close_waits_for_a_conn_close_task)
+{
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+	rl_cb_conn *c;
+	int sfd, peer, closed = 0;
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &c), 0);
+	cr_assert_eq(rl_cb_net_close(c, cb_count, &closed), 0);
+	cr_assert_eq(rl_cb_ctx_close(cbs), -EBUSY);
+	trun(loop);
+	cr_assert_eq(closed, 1);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	close(peer);
+	tclose(loop);
 }

@@ -38,8 +38,8 @@
  * after it. From the start of that close, the context's operations
  * refuse with -ECANCELED. rl_cb_ctx_close() before that frees the context
  * at once when none of its requests is in flight, and refuses (-EBUSY,
- * nothing freed) while one is, or when called from one of its own
- * callbacks. The pooled read_file keeps at most 1 MiB of buffer per idle
+ * nothing freed) while one is, while a connection or server still
+ * finishes a close, or when called from one of its own callbacks. The pooled read_file keeps at most 1 MiB of buffer per idle
  * request: a bigger one is freed when its request comes back.
  */
 #ifndef RINGLOOP_CALLBACK_H
@@ -69,7 +69,8 @@ typedef void (*rl_cb_fn)(int err, int64_t value, void *arg);
 int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out);
 
 /* Frees the pool: 0, or -EBUSY (and nothing freed) while requests are in
- * flight or from inside one of the context's callbacks. */
+ * flight, while a connection or server still finishes a close (run the
+ * loop first), or from inside one of the context's callbacks. */
 int rl_cb_ctx_close(rl_cb_ctx *cbs);
 
 /* ------------------------------------------------------------ read_file */
