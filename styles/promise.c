@@ -218,7 +218,9 @@ int rl_promise_ctx_close(rl_promise_ctx *ctx)
 {
 	if (!ctx)
 		return -EINVAL;
-	if (ctx->queued || ctx->inflight || ctx->dispatching)
+	/* An open connection points at the context, and its next read or
+	 * write would use it after the free. */
+	if (ctx->queued || ctx->inflight || ctx->dispatching || ctx->conns)
 		return -EBUSY;
 	rl_loop_off_close(ctx->loop, &ctx->close_hook);
 	ctx_free(ctx);

@@ -154,6 +154,7 @@ int rl_promise_conn_open(rl_promise_ctx *ctx, int fd, rl_promise_conn **out)
 	rl_timer_init(&c->timer);
 	rl__rx_init(&c->rx, c->loop, fd, rx_wake, rx_idle, &ctx->inflight);
 	rl_loop_on_close(c->loop, &c->hook, close_with_loop);
+	ctx->conns++;
 	*out = c;
 	return 0;
 }
@@ -264,6 +265,7 @@ int rl_promise_conn_close(rl_promise_conn *c)
 	if (c->closed)
 		return -EALREADY;
 	c->closed = true;
+	c->ctx->conns--; /* what is left of it counts in ctx->inflight */
 	rl_loop_off_close(c->loop, &c->hook);
 	end_reading(c);
 	/* Sends to a peer that does not read would wait for it; ending the

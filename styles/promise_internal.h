@@ -130,6 +130,7 @@ struct rl_promise_ctx {
 	size_t block_live;
 	size_t queued;	 /* waiters queued as microtasks */
 	size_t inflight; /* requests and timers in flight */
+	size_t conns;	 /* connections open (promise_conn.c) */
 };
 
 void *rl__record_get(struct rl__record_pool *pool);

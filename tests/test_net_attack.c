@@ -750,3 +750,45 @@ BACKEND_TEST(net_attack, cb_ctx_close_waits_for_a_conn_close_task)
 	close(peer);
 	tclose(loop);
 }
+
+/*
+ * rl_promise_ctx_close() with a connection open and nothing in flight
+ * (never read, or read to its end): the connection points at the context,
+ * so the context must refuse (-EBUSY) until the connection is closed.
+ * Before the fix it said 0 and freed itself, and the connection's next
+ * read used the freed context (ASan: heap-use-after-free in
+ * rl_promise_conn_read).
+ */
+BACKEND_TEST(net_attack, promise_ctx_close_with_a_conn_open)
+{
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	rl_promise_conn *c;
+	struct seen r;
+	char b[8];
+	int sfd, peer;
+
+	tpair(AF_UNIX, &sfd, &peer);
+	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
+	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY);
+	cr_assert_eq(write(peer, "ab", 2), 2);
+	cr_assert_eq(shutdown(peer, SHUT_WR), 0);
+	for (int want = 2;; want = 0) {
+		watch(rl_promise_conn_read(c, b, sizeof(b), 5000), &r);
+		trun_until(loop, r.calls == 1);
+		cr_assert_eq(r.err, 0);
+		cr_assert_eq(r.v.i, want);
+		if (!want)
+			break;
+	}
+	trun(loop);
+	/* The stream has ended: nothing in flight, the connection open. */
+	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY);
+	watch(rl_promise_conn_read(c, b, sizeof(b), 0), &r);
+	trun_until(loop, r.calls == 1);
+	cr_assert_eq(r.v.i, 0);
+	cr_assert_eq(rl_promise_conn_close(c), 0);
+	close(peer);
+	trun(loop);
+	tend(loop, ctx);
+}

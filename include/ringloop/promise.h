@@ -21,8 +21,9 @@
  * invalid after it. From the start of that close, request promises of
  * the context reject with -ECANCELED at once. rl_promise_ctx_close()
  * before that frees the context when no request, timer or microtask of
- * it is in flight, and refuses (-EBUSY, nothing freed) while one is, or
- * when called from one of its own reactions. Every promise handle becomes
+ * it is in flight and no connection of it is open, and refuses (-EBUSY,
+ * nothing freed) while one is, or when called from one of its own
+ * reactions. Every promise handle becomes
  * invalid once the context is freed. rl_promise_ctx_live() counts live
  * promises: 0 when everything was freed.
  *
@@ -142,8 +143,8 @@ enum rl_promise_state {
 int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out);
 
 /* Frees the context and its pools (see above): 0, or -EBUSY while a
- * request, timer or microtask of the context is still in flight, or from
- * inside one of its reactions. */
+ * request, timer or microtask of the context is still in flight, while a
+ * connection of it is open, or from inside one of its reactions. */
 int rl_promise_ctx_close(rl_promise_ctx *ctx);
 
 /* Promises alive now (a debug count; 0 when nothing leaked). */
