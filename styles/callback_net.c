@@ -350,9 +350,10 @@ int rl_cb_net_wrap(rl_cb_ctx *cbs, int fd, rl_cb_conn **out)
 	return 0;
 }
 
+/* NULL answers as in the other styles (rl_coro_conn_fd()), not a crash. */
 int rl_cb_net_fd(const rl_cb_conn *conn)
 {
-	return conn->fd;
+	return conn ? conn->fd : -EINVAL;
 }
 
 int rl_cb_net_read_start(rl_cb_conn *c, rl_cb_data_fn on_data, void *arg)
@@ -529,7 +530,7 @@ int rl_cb_net_write(rl_cb_conn *c, const void *buf, size_t len, rl_cb_fn done,
 
 size_t rl_cb_net_write_queued(const rl_cb_conn *c)
 {
-	return c->queued;
+	return c ? c->queued : 0;
 }
 
 int rl_cb_net_end(rl_cb_conn *c, rl_cb_fn done, void *arg)
@@ -721,7 +722,7 @@ int rl_cb_net_listen(rl_cb_ctx *cbs, const struct rl_addr *addr, int backlog,
 
 int rl_cb_net_server_fd(const rl_cb_server *srv)
 {
-	return srv->fd;
+	return srv ? srv->fd : -EINVAL;
 }
 
 int rl_cb_net_server_close(rl_cb_server *srv, rl_cb_fn done, void *arg)

@@ -792,3 +792,41 @@ BACKEND_TEST(net_attack, promise_ctx_close_with_a_conn_open)
 	trun(loop);
 	tend(loop, ctx);
 }
+
+/*
+ * NULL handles get a clear answer in every style, never a crash. Before
+ * the fix rl_cb_net_fd(), rl_cb_net_server_fd() and
+ * rl_cb_net_write_queued() dereferenced NULL (SIGSEGV), where
+ * rl_coro_conn_fd() and rl_promise_conn_fd() said -EINVAL.
+ */
+BACKEND_TEST(net_attack, null_handles_get_an_error)
+{
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	char b[4];
+
+	cr_assert_eq(rl_cb_net_fd(NULL), -EINVAL);
+	cr_assert_eq(rl_cb_net_server_fd(NULL), -EINVAL);
+	cr_assert_eq(rl_cb_net_write_queued(NULL), 0);
+	cr_assert_eq(rl_cb_net_read_start(NULL, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_cb_net_read_stop(NULL), -EINVAL);
+	cr_assert_null(rl_cb_net_hold(NULL));
+	cr_assert_eq(rl_cb_net_write(NULL, b, 1, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_cb_net_end(NULL, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_cb_net_close(NULL, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_cb_net_server_close(NULL, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_promise_conn_fd(NULL), -EINVAL);
+	cr_assert_eq(rl_promise_conn_buffered(NULL), 0);
+	cr_assert_null(rl_promise_conn_read(NULL, b, 1, 0));
+	cr_assert_null(rl_promise_conn_write(NULL, b, 1));
+	cr_assert_null(rl_promise_conn_shutdown(NULL));
+	cr_assert_eq(rl_promise_conn_close(NULL), -EINVAL);
+	cr_assert_eq(rl_promise_conn_open(ctx, 0, NULL), -EINVAL);
+	cr_assert_eq(rl_promise_conn_open(NULL, 0, NULL), -EINVAL);
+	cr_assert_eq(rl_coro_conn_fd(NULL), -EINVAL);
+	cr_assert_eq(rl_coro_conn_buffered(NULL), 0);
+	cr_assert_eq(rl_coro_conn_close(NULL), -EINVAL);
+	cr_assert_eq(rl_coro_conn_shutdown(NULL), -EINVAL);
+	cr_assert_eq(rl_promise_cancel(NULL), -EINVAL);
+	tend(loop, ctx);
+}
