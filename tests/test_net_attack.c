@@ -830,3 +830,318 @@ BACKEND_TEST(net_attack, null_handles_get_an_error)
 	cr_assert_eq(rl_promise_cancel(NULL), -EINVAL);
 	tend(loop, ctx);
 }
+
+/* ------------------------------- callback connections closed inside */
+
+struct cbk {
+	rl_cb_conn *c;
+	int data, ends, closed, writes_ok, writes_err;
+	int last_err;
+	size_t bytes;
+	bool stop_start; /* read_stop + read_start before closing */
+	int close_at;	 /* close in the data callback number close_at */
+};
+
+static void cbk_closed(int err, int64_t value, void *arg)
+{
+	struct cbk *k = arg;
+
+	cr_assert_eq(err, 0);
+	cr_assert_eq(value, 0);
+	k->closed++;
+}
+
+static void cbk_data(int err, const void *data, size_t len, void *arg)
+{
+	struct cbk *k = arg;
+
+	cr_assert_eq(k->closed, 0, "a data callback after the close");
+	if (err < 0 || !len) {
+		k->ends++;
+		k->last_err = err;
+		return;
+	}
+	cr_assert_not_null(data);
+	tpat_check(data, k->bytes, len);
+	k->bytes += len;
+	if (++k->data == k->close_at) {
+		if (k->stop_start) {
+			cr_assert_eq(rl_cb_net_read_stop(k->c), 0);
+			cr_assert_eq(rl_cb_net_read_start(k->c, cbk_data, k),
+				     0);
+		}
+		/* A held buffer given back inside the same callback. */
+		void *held = rl_cb_net_hold(k->c);
+
+		cr_assert_not_null(held);
+		cr_assert_eq(rl_cb_net_release(k->c, held), 0);
+		cr_assert_eq(rl_cb_net_close(k->c, cbk_closed, k), 0);
+		cr_assert_eq(rl_cb_net_close(k->c, cbk_closed, k), -EALREADY);
+		cr_assert_eq(rl_cb_net_write(k->c, "x", 1, NULL, NULL),
+			     -ECANCELED);
+		cr_assert_eq(rl_cb_net_read_start(k->c, cbk_data, k),
+			     -ECANCELED);
+	}
+}
+
+/*
+ * rl_cb_net_close() from inside a data callback while more items of the
+ * same stream wait to be delivered (the peer sent many small pieces
+ * before the stream started, and paused data after a read_stop): no data
+ * or end callback after it, done exactly once, the socket closed, no
+ * buffer lost (a ring of 8 buffers must serve a second connection after).
+ */
+BACKEND_TEST(net_attack, cb_close_inside_its_data_callback)
+{
+	struct rl_options opt;
+	rl_loop *loop;
+	rl_cb_ctx *cbs;
+
+	rl_options_init(&opt);
+	opt.net_bufs = 8;
+	opt.net_buf_size = 64;
+	loop = tloop_opts(tp, &opt);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	for (int variant = 0; variant < 4; variant++) {
+		unsigned char msg[4096];
+		struct cbk k;
+		int sfd, peer;
+		ssize_t r;
+
+		memset(&k, 0, sizeof(k));
+		k.stop_start = variant & 1;
+		k.close_at = variant & 2 ? 3 : 1;
+		tpair(AF_UNIX, &sfd, &peer);
+		tpat_fill(msg, 0, sizeof(msg));
+		/* More than the ring holds: items queue, the ring runs dry. */
+		cr_assert_eq(write(peer, msg, sizeof(msg)),
+			     (ssize_t)sizeof(msg));
+		cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &k.c), 0);
+		cr_assert_eq(rl_cb_net_read_start(k.c, cbk_data, &k), 0);
+		trun_until(loop, k.closed == 1);
+		trun(loop);
+		cr_assert_eq(k.data, k.close_at);
+		cr_assert_eq(k.ends, 0);
+		cr_assert_eq(k.closed, 1);
+		/* Our side is closed: the peer reads the end. */
+		r = read(peer, msg, sizeof(msg));
+		cr_assert(r == 0 || (r < 0 && errno == ECONNRESET));
+		close(peer);
+	}
+	/* Every buffer came back: a new connection gets all of its data. */
+	{
+		unsigned char msg[2000];
+		struct cbk k;
+		int sfd, peer;
+
+		memset(&k, 0, sizeof(k));
+		tpair(AF_INET, &sfd, &peer);
+		tpat_fill(msg, 0, sizeof(msg));
+		cr_assert_eq(write(peer, msg, sizeof(msg)),
+			     (ssize_t)sizeof(msg));
+		shutdown(peer, SHUT_WR);
+		cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &k.c), 0);
+		cr_assert_eq(rl_cb_net_read_start(k.c, cbk_data, &k), 0);
+		trun_until(loop, k.ends == 1);
+		cr_assert_eq(k.bytes, sizeof(msg));
+		cr_assert_eq(k.last_err, 0);
+		cr_assert_eq(rl_cb_net_close(k.c, cbk_closed, &k), 0);
+		trun(loop);
+		cr_assert_eq(k.closed, 1);
+		close(peer);
+	}
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
+
+/* A write's done callback closes the connection while two more writes
+ * wait behind it, to a peer that reads nothing more: each of those gets
+ * its done exactly once (-ECANCELED or an error), then the close's. */
+struct cbw {
+	rl_cb_conn *c;
+	int done[3], err[3], closed;
+};
+
+static void cbw_done(int err, int64_t value, void *arg);
+
+static void cbw_closed(int err, int64_t value, void *arg)
+{
+	struct cbw *k = arg;
+
+	(void)err;
+	(void)value;
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(k->done[i], 1, "write %d after the close", i);
+	k->closed++;
+}
+
+static void cbw_done0(int err, int64_t value, void *arg)
+{
+	struct cbw *k = arg;
+
+	(void)value;
+	k->done[0]++;
+	k->err[0] = err;
+	cr_assert_eq(rl_cb_net_close(k->c, cbw_closed, k), 0);
+}
+
+static void cbw_done(int err, int64_t value, void *arg)
+{
+	int *slot = arg; /* &k->done[i] */
+
+	(void)value;
+	slot[0]++;
+	slot[3] = err; /* err[i] */
+}
+
+BACKEND_TEST(net_attack, cb_close_inside_a_write_callback_with_writes_behind)
+{
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+	static char small[100], big[8 << 20];
+	struct cbw k;
+	int sfd, peer;
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	memset(&k, 0, sizeof(k));
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &k.c), 0);
+	cr_assert_eq(rl_cb_net_write(k.c, small, sizeof(small), cbw_done0, &k),
+		     0);
+	cr_assert_eq(
+		rl_cb_net_write(k.c, big, sizeof(big), cbw_done, &k.done[1]),
+		0);
+	cr_assert_eq(rl_cb_net_write(k.c, small, sizeof(small), cbw_done,
+				     &k.done[2]),
+		     0);
+	trun_until(loop, k.closed == 1);
+	trun(loop);
+	cr_assert_eq(k.err[0], 0);
+	cr_assert_lt(k.err[1], 0);
+	cr_assert_lt(k.err[2], 0);
+	cr_assert_eq(k.closed, 1);
+	close(peer);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
+
+/* A promise connection closed from the reaction to a read that the
+ * stream settled, with more items queued and two writes in flight to a
+ * peer that does not read (the second queued behind the first): the
+ * writes fail exactly once each, nothing leaks, the socket closes. */
+struct prc {
+	rl_promise_conn *c;
+	int got, closed;
+};
+
+static void prc_got(struct rl_outcome *o, void *arg)
+{
+	struct prc *k = arg;
+
+	cr_assert_eq(o->reason, 0);
+	cr_assert_gt(o->value.i, 0);
+	k->got++;
+	cr_assert_gt(rl_promise_conn_buffered(k->c), 0);
+	cr_assert_eq(rl_promise_conn_close(k->c), 0);
+	k->closed++;
+}
+
+BACKEND_TEST(net_attack, promise_close_from_a_read_reaction_with_writes)
+{
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	char *big = calloc(1, 16 << 20);
+	unsigned char msg[3000], buf[10];
+	struct seen w1, w2;
+	struct prc k;
+	int sfd, peer;
+	ssize_t r;
+
+	memset(&k, 0, sizeof(k));
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &k.c), 0);
+	watch(rl_promise_conn_write(k.c, big, 16 << 20), &w1);
+	watch(rl_promise_conn_write(k.c, "tail", 4), &w2);
+	trun_for(loop, 20);
+	tpat_fill(msg, 0, sizeof(msg));
+	cr_assert_eq(write(peer, msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	rl_promise_unref(rl_then(rl_promise_conn_read(k.c, buf, sizeof(buf), 0),
+				 prc_got, NULL, &k));
+	trun_until(loop, w1.calls == 1 && w2.calls == 1);
+	trun(loop);
+	cr_assert_eq(k.got, 1);
+	cr_assert_eq(k.closed, 1);
+	cr_assert_lt(w1.err, 0);
+	cr_assert_lt(w2.err, 0);
+	shutdown(peer, SHUT_WR);
+	while ((r = read(peer, big, 16 << 20)) > 0)
+		;
+	cr_assert(r == 0 || errno == ECONNRESET);
+	free(big);
+	close(peer);
+	tend(loop, ctx);
+}
+
+/*
+ * fd numbers reused at once: a connection is closed with its stream
+ * armed (a read pending), and the next connection gets the same fd
+ * number before the loop has run; its data must come, in order, to it
+ * (epoll keeps a table by fd and drops registrations late; io_uring
+ * keeps its send order by fd).
+ */
+BACKEND_TEST(net_attack, promise_fd_reuse_after_close_with_read_pending)
+{
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	int prev = -1, reused = 0;
+
+	for (int i = 0; i < 40; i++) {
+		rl_promise_conn *c;
+		unsigned char buf[64], msg[64];
+		struct seen r, old, w;
+		int sfd, peer;
+
+		tpair(i % 2 ? AF_UNIX : AF_INET, &sfd, &peer);
+		reused += sfd == prev;
+		prev = sfd;
+		cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
+		/* The read parks and arms the stream; the close follows
+		 * before the loop runs for half of them. */
+		watch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &old);
+		if (i % 4 < 2) {
+			cr_assert_eq(rl_promise_conn_close(c), 0);
+			trun_until(loop, old.calls == 1);
+			cr_assert_eq(old.err, -ECANCELED);
+			close(peer);
+			continue;
+		}
+		tpat_fill(msg, (size_t)i, sizeof(msg));
+		cr_assert_eq(write(peer, msg, sizeof(msg)),
+			     (ssize_t)sizeof(msg));
+		trun_until(loop, old.calls == 1);
+		cr_assert_eq(old.err, 0);
+		cr_assert_gt(old.v.i, 0);
+		tpat_check(buf, (size_t)i, (size_t)old.v.i);
+		if (old.v.i < (int64_t)sizeof(msg)) {
+			size_t got = (size_t)old.v.i;
+
+			watch(rl_promise_conn_read(c, buf + got,
+						   sizeof(buf) - got, 5000),
+			      &r);
+			trun_until(loop, r.calls == 1);
+			cr_assert_eq(r.v.i, (int64_t)(sizeof(msg) - got));
+			tpat_check(buf, (size_t)i, sizeof(msg));
+		}
+		watch(rl_promise_conn_write(c, msg, sizeof(msg)), &w);
+		trun_until(loop, w.calls == 1);
+		cr_assert_eq(w.v.i, (int64_t)sizeof(msg));
+		cr_assert_eq(read(peer, buf, sizeof(buf)),
+			     (ssize_t)sizeof(msg));
+		tpat_check(buf, (size_t)i, sizeof(msg));
+		cr_assert_eq(rl_promise_conn_close(c), 0);
+		close(peer);
+	}
+	cr_assert_gt(reused, 0);
+	trun(loop);
+	tend(loop, ctx);
+}
