@@ -1145,3 +1145,99 @@ BACKEND_TEST(net_attack, promise_fd_reuse_after_close_with_read_pending)
 	trun(loop);
 	tend(loop, ctx);
 }
+
+/* ------------------------------------------------- loop-level streams */
+
+/* A stream that keeps every loop buffer its items bring. */
+struct hog {
+	rl_req req;
+	void *held[8];
+	int items, finals, nheld;
+	size_t bytes;
+	int64_t final;
+};
+
+static void hog_cb(rl_req *req)
+{
+	struct hog *h = req->data;
+
+	if (rl_req_more(req)) {
+		cr_assert_eq(h->finals, 0);
+		h->items++;
+		h->bytes += req->len;
+		cr_assert_lt(h->nheld, 8);
+		h->held[h->nheld] = rl_net_buf_hold(req);
+		cr_assert_not_null(h->held[h->nheld]);
+		h->nheld++;
+		return;
+	}
+	h->finals++;
+	h->final = req->result;
+}
+
+/*
+ * A stream starved for buffers (every one held by another stream) is
+ * cancelled: its final callback must come now, -ECANCELED, without
+ * waiting for buffers, and no item after it once buffers come back. The
+ * data stays in the socket: a new stream on the fd gets all of it.
+ */
+BACKEND_TEST(net_attack, starved_stream_cancelled)
+{
+	struct rl_options opt;
+	rl_loop *loop;
+	struct hog a, b;
+	struct tsink s;
+	int fa, pa, fb, pb;
+	struct rl_stats st;
+	unsigned char msg[100];
+
+	rl_options_init(&opt);
+	opt.net_bufs = 2;
+	opt.net_buf_size = 16;
+	loop = tloop_opts(tp, &opt);
+	tpair(AF_INET, &fa, &pa);
+	tpair(AF_UNIX, &fb, &pb);
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.req.data = &a;
+	b.req.data = &b;
+	cr_assert_eq(rl_net_recv_stream(loop, &a.req, fa, hog_cb), 0);
+	cr_assert_eq(write(pa, "0123456789abcdef0123456789abcdef", 32), 32);
+	trun_until(loop, a.nheld == 2);
+	cr_assert_eq(a.bytes, 32);
+	/* B: data waits, no buffer is free. */
+	tpat_fill(msg, 0, sizeof(msg));
+	cr_assert_eq(write(pb, msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	cr_assert_eq(rl_net_recv_stream(loop, &b.req, fb, hog_cb), 0);
+	trun_for(loop, 30);
+	cr_assert_eq(b.items, 0);
+	rl_loop_stats(loop, &st);
+	cr_assert_gt(st.net_dry, 0);
+	cr_assert_eq(rl_cancel(loop, &b.req), 0);
+	trun_within(loop, b.finals == 1, 2000);
+	cr_assert_eq(b.finals, 1, "a starved stream's cancel waited");
+	cr_assert_eq(b.final, -ECANCELED);
+	/* The buffers come back: nothing more for B. */
+	for (int i = 0; i < a.nheld; i++)
+		cr_assert_eq(rl_net_buf_release(loop, a.held[i]), 0);
+	a.nheld = 0;
+	trun_for(loop, 20);
+	cr_assert_eq(b.items, 0);
+	cr_assert_eq(b.finals, 1);
+	/* The data is still in the socket, whole and in order. */
+	tsink_start(loop, &s, fb, true);
+	shutdown(pb, SHUT_WR);
+	trun_until(loop, s.finals == 1);
+	cr_assert_eq(s.bytes, sizeof(msg));
+	cr_assert_eq(s.final, 0);
+	cr_assert_eq(rl_cancel(loop, &a.req), 0);
+	trun_until(loop, a.finals == 1);
+	cr_assert_eq(a.final, -ECANCELED);
+	for (int i = 0; i < a.nheld; i++)
+		cr_assert_eq(rl_net_buf_release(loop, a.held[i]), 0);
+	close(fa);
+	close(pa);
+	close(fb);
+	close(pb);
+	tclose(loop);
+}
