@@ -1241,3 +1241,84 @@ BACKEND_TEST(net_attack, starved_stream_cancelled)
 	close(pb);
 	tclose(loop);
 }
+
+/* One request's final result. */
+static int64_t tone(rl_loop *loop, rl_req *req)
+{
+	struct tseen s = { 0, 0 };
+
+	req->data = &s;
+	trun_until(loop, s.calls == 1);
+	return s.result;
+}
+
+/*
+ * Streams and sends on sockets that cannot do them: each gets the
+ * kernel's answer, once, the same on every backend (docs/net.md).
+ */
+BACKEND_TEST(net_attack, wrong_sockets_same_error_everywhere)
+{
+	rl_loop *loop = tloop(tp);
+	struct rl_addr a;
+	struct tsink s;
+	rl_req req;
+	int lfd = tlisten(&a, AF_INET, 8), sfd, peer, p[2];
+	int64_t r;
+
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+
+	/* A receive stream on a listening socket. */
+	tsink_start(loop, &s, lfd, false);
+	trun_until(loop, s.finals == 1);
+	cr_assert_eq(s.items, 0);
+	cr_assert_eq(s.final, -ENOTCONN, "%s", rl_strerror((int)s.final));
+
+	/* A receive stream on a pipe. */
+	tsink_start(loop, &s, p[0], false);
+	trun_until(loop, s.finals == 1);
+	cr_assert_eq(s.final, -ENOTSOCK, "%s", rl_strerror((int)s.final));
+
+	/* An accept stream on a connected socket. */
+	rl_req_init(&req);
+	cr_assert_eq(rl_net_accept(loop, &req, sfd, tseen_cb), 0);
+	r = tone(loop, &req);
+	cr_assert_eq(r, -EINVAL, "%s", rl_strerror((int)r));
+
+	/* A send on a listening socket. */
+	rl_req_init(&req);
+	cr_assert_eq(rl_net_send(loop, &req, lfd, "x", 1, 0, tseen_cb), 0);
+	r = tone(loop, &req);
+	cr_assert(r == -ENOTCONN || r == -EPIPE, "%s", rl_strerror((int)r));
+	{
+		int64_t first = r;
+
+		/* The same answer on every backend: compare with send(). */
+		errno = 0;
+		cr_assert_eq(send(lfd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT),
+			     -1);
+		cr_assert_eq(first, -errno, "%s vs %s", rl_strerror((int)first),
+			     strerror(errno));
+	}
+
+	/* A stream after our own SHUT_RD: the end, once. */
+	cr_assert_eq(shutdown(sfd, SHUT_RD), 0);
+	tsink_start(loop, &s, sfd, false);
+	trun_until(loop, s.finals == 1);
+	cr_assert_eq(s.items, 0);
+	cr_assert_eq(s.final, 0, "%s", rl_strerror((int)s.final));
+
+	/* A shutdown of a pipe. */
+	rl_req_init(&req);
+	cr_assert_eq(rl_net_shutdown(loop, &req, p[1], SHUT_WR, tseen_cb), 0);
+	r = tone(loop, &req);
+	cr_assert_eq(r, -ENOTSOCK, "%s", rl_strerror((int)r));
+
+	trun_for(loop, 10);
+	close(lfd);
+	close(sfd);
+	close(peer);
+	close(p[0]);
+	close(p[1]);
+	tclose(loop);
+}
