@@ -1322,3 +1322,105 @@ BACKEND_TEST(net_attack, wrong_sockets_same_error_everywhere)
 	close(p[1]);
 	tclose(loop);
 }
+
+/* ------------------------- callback reading paused and resumed often */
+
+struct cbf {
+	rl_cb_conn *c;
+	size_t bytes, next_pause;
+	int ends, pauses, resumes;
+	int64_t end;
+	bool paused;
+	void *held[4];
+	int nheld;
+};
+
+static void cbf_data(int err, const void *data, size_t len, void *arg)
+{
+	struct cbf *k = arg;
+
+	if (err < 0 || !len) {
+		k->ends++;
+		k->end = err;
+		return;
+	}
+	cr_assert_eq(k->ends, 0, "data after the end");
+	tpat_check(data, k->bytes, len);
+	k->bytes += len;
+	/* Keep a few buffers for a while, as an echo does. */
+	if (k->nheld < 4 && (k->bytes / len) % 3 == 0) {
+		k->held[k->nheld] = rl_cb_net_hold(k->c);
+		cr_assert_not_null(k->held[k->nheld]);
+		k->nheld++;
+	}
+	if (k->bytes >= k->next_pause && !k->paused) {
+		cr_assert_eq(rl_cb_net_read_stop(k->c), 0);
+		cr_assert_eq(rl_cb_net_read_stop(k->c), -ENOENT);
+		k->paused = true;
+		k->pauses++;
+		k->next_pause += 50000;
+	}
+}
+
+/*
+ * A callback connection paused (read_stop in its data callback) every
+ * 50 KB while the peer floods, resumed from outside, holding some loop
+ * buffers for a while: every byte comes once, in order, on a small ring.
+ */
+BACKEND_TEST(net_attack, cb_pause_resume_under_flood_every_byte_in_order)
+{
+	struct rl_options opt;
+	rl_loop *loop;
+	rl_cb_ctx *cbs;
+	struct cbf k;
+	size_t sent = 0;
+	int sfd, peer;
+
+	rl_options_init(&opt);
+	opt.net_bufs = 16;
+	opt.net_buf_size = 2048;
+	loop = tloop_opts(tp, &opt);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	memset(&k, 0, sizeof(k));
+	k.next_pause = 50000;
+	tpair(AF_INET, &sfd, &peer);
+	fcntl(peer, F_SETFL, O_NONBLOCK);
+	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &k.c), 0);
+	cr_assert_eq(rl_cb_net_read_start(k.c, cbf_data, &k), 0);
+	for (int round = 0; round < 200 && sent < (2u << 20); round++) {
+		tflood_pat(loop, peer, &sent,
+			   (2u << 20) - sent < 30000 ? (2u << 20) - sent
+						     : 30000);
+		if (k.paused) {
+			for (int i = 0; i < k.nheld; i++)
+				cr_assert_eq(rl_cb_net_release(k.c, k.held[i]),
+					     0);
+			k.nheld = 0;
+			k.paused = false;
+			k.resumes++;
+			cr_assert_eq(rl_cb_net_read_start(k.c, cbf_data, &k),
+				     0);
+		}
+	}
+	cr_assert_eq(sent, 2u << 20);
+	shutdown(peer, SHUT_WR);
+	for (int i = 0; i < 400 && !k.ends; i++) {
+		trun_for(loop, 5);
+		if (k.paused) {
+			k.paused = false;
+			cr_assert_eq(rl_cb_net_read_start(k.c, cbf_data, &k),
+				     0);
+		}
+	}
+	cr_assert_eq(k.ends, 1);
+	cr_assert_eq(k.end, 0, "%s", rl_strerror((int)k.end));
+	cr_assert_eq(k.bytes, sent);
+	cr_assert_gt(k.pauses, 10);
+	for (int i = 0; i < k.nheld; i++)
+		cr_assert_eq(rl_cb_net_release(k.c, k.held[i]), 0);
+	cr_assert_eq(rl_cb_net_close(k.c, NULL, NULL), 0);
+	trun(loop);
+	close(peer);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
