@@ -75,6 +75,7 @@ struct rl_cb_conn {
 	bool told_end;	   /* the end or error was delivered */
 	bool ending;	   /* rl_cb_net_end() was called */
 	bool shut_waiting; /* ... and waits for the writes before it */
+	bool end_owed;	   /* a close dropped that wait: end_done is due */
 	bool closing;
 	bool task_queued;
 	rl_task task;
@@ -324,7 +325,8 @@ static void conn_task_run(rl_task *task)
 static void conn_maybe_free(rl_cb_conn *c)
 {
 	rl_cb_fn done = c->close_done;
-	void *arg = c->close_arg;
+	rl_cb_fn end_done = c->end_owed ? c->end_done : NULL;
+	void *arg = c->close_arg, *end_arg = c->end_arg;
 
 	if (!c->closing || c->rx || c->nwrites || c->shut_in_flight ||
 	    c->task_queued)
@@ -333,6 +335,10 @@ static void conn_maybe_free(rl_cb_conn *c)
 	conn_unlink(c);
 	free(c->pend);
 	free(c);
+	/* An end that waited for writes the close cancelled never ran its
+	 * shutdown: its done still comes, once, before the close's. */
+	if (end_done)
+		end_done(-ECANCELED, 0, end_arg);
 	if (done)
 		done(0, 0, arg);
 }
@@ -569,6 +575,7 @@ int rl_cb_net_close(rl_cb_conn *c, rl_cb_fn done, void *arg)
 	c->close_done = done;
 	c->close_arg = arg;
 	c->reading = false;
+	c->end_owed = c->shut_waiting;
 	c->shut_waiting = false;
 	if (c->rx)
 		rl_cancel(loop, &c->rx->req);

@@ -1424,3 +1424,76 @@ BACKEND_TEST(net_attack, cb_pause_resume_under_flood_every_byte_in_order)
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 	tclose(loop);
 }
+
+/* ------------------------------------------ callback end, then close */
+
+struct cbe {
+	int end_calls, end_err, close_calls, write_calls, write_err;
+};
+
+static void cbe_end(int err, int64_t value, void *arg)
+{
+	struct cbe *k = arg;
+
+	(void)value;
+	cr_assert_eq(k->close_calls, 0, "end's done after the close's");
+	k->end_calls++;
+	k->end_err = err;
+}
+
+static void cbe_closed(int err, int64_t value, void *arg)
+{
+	struct cbe *k = arg;
+
+	(void)err;
+	(void)value;
+	k->close_calls++;
+}
+
+static void cbe_write(int err, int64_t value, void *arg)
+{
+	struct cbe *k = arg;
+
+	(void)value;
+	k->write_calls++;
+	k->write_err = err;
+}
+
+/*
+ * rl_cb_net_end() waits for the writes before it; rl_cb_net_close() then
+ * cancels those writes. The end's done must still come, exactly once,
+ * with an error, before the close's done: before the fix it never came
+ * (the close dropped the waiting shutdown silently), so a program that
+ * waits for it waited for ever.
+ */
+BACKEND_TEST(net_attack, cb_end_waiting_for_writes_then_close)
+{
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+	rl_cb_conn *c;
+	char *big = calloc(1, 16 << 20);
+	struct cbe k;
+	int sfd, peer;
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	memset(&k, 0, sizeof(k));
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &c), 0);
+	cr_assert_eq(rl_cb_net_write(c, big, 16 << 20, cbe_write, &k), 0);
+	cr_assert_eq(rl_cb_net_end(c, cbe_end, &k), 0);
+	cr_assert_eq(rl_cb_net_end(c, cbe_end, &k), -EALREADY);
+	trun_for(loop, 20);
+	cr_assert_eq(k.write_calls + k.end_calls, 0);
+	cr_assert_eq(rl_cb_net_close(c, cbe_closed, &k), 0);
+	trun_until(loop, k.close_calls == 1);
+	trun(loop);
+	cr_assert_eq(k.write_calls, 1);
+	cr_assert_lt(k.write_err, 0);
+	cr_assert_eq(k.end_calls, 1, "the end's done never came");
+	cr_assert_eq(k.end_err, -ECANCELED, "%s", rl_strerror(k.end_err));
+	cr_assert_eq(k.close_calls, 1);
+	free(big);
+	close(peer);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}

@@ -180,7 +180,8 @@ int rl_cb_fs_rename(rl_cb_ctx *cbs, const char *from, const char *to,
  * Ending. rl_cb_net_end() shuts down the writing side once every write
  * before it has gone out (the peer reads the end of the stream);
  * rl_cb_net_close() cancels what is in flight (reading ends with
- * -ECANCELED, unsent writes with -ECANCELED), closes the socket, calls
+ * -ECANCELED, unsent writes with -ECANCELED, and so does the done of an
+ * rl_cb_net_end() still waiting for them), closes the socket, calls
  * done, and frees the connection: the handle is invalid after that
  * callback (and must not be used after rl_cb_net_close() except inside
  * the callbacks still due).
