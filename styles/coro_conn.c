@@ -14,8 +14,8 @@
  * it was woken: a close from another coroutine may free it meanwhile.
  *
  * A write is one rl_net_send() on the coroutine's own request; writes in
- * flight are on a list, so that a close can cancel them and close the
- * socket only once the kernel is done with it.
+ * flight (and shutdowns) are on a list, so that a close can cancel them
+ * and close the socket only once the kernel is done with it.
  *
  * Closing the loop with connections open: the connection's close hook
  * drops its queue and wakes its reader with -ECANCELED; the program may
@@ -234,13 +234,32 @@ static void write_done(rl_req *req)
 	rl__coro_io_done(co, req->result);
 }
 
+/* Waits for req, submitted with write_done and ww as its data, counted
+ * among the connection's requests so that a close cancels it and keeps
+ * the socket open until it is done. ww lives on the caller's stack, which
+ * stays while the coroutine is suspended here. */
+static int64_t wait_tracked(rl_coro_conn *c, rl_coro *co, struct write_wait *ww,
+			    rl_req *req, uint64_t timeout_ms)
+{
+	rl_timer deadline;
+
+	rl__list_add_tail(&c->writes, &ww->link);
+	c->nwrites++;
+	/* The request's callback stops the timer before the coroutine
+	 * resumes, so it may live on this stack. */
+	if (timeout_ms) {
+		rl_timer_init(&deadline);
+		rl_req_deadline(c->loop, req, &deadline, timeout_ms);
+	}
+	return rl__coro_wait_req(co, req, 0);
+}
+
 int64_t rl_coro_conn_write(rl_coro_conn *c, const void *buf, size_t len,
 			   uint64_t timeout_ms)
 {
 	int err;
 	rl_coro *co = rl__coro_enter(&err);
 	struct write_wait ww;
-	rl_timer deadline;
 	rl_req *req;
 
 	if (!co)
@@ -258,24 +277,34 @@ int64_t rl_coro_conn_write(rl_coro_conn *c, const void *buf, size_t len,
 	err = rl_net_send(c->loop, req, c->fd, buf, len, 0, write_done);
 	if (err < 0)
 		return err;
-	rl__list_add_tail(&c->writes, &ww.link);
-	c->nwrites++;
-	/* The request's callback stops the timer before the coroutine
-	 * resumes, so it may live on this stack. */
-	if (timeout_ms) {
-		rl_timer_init(&deadline);
-		rl_req_deadline(c->loop, req, &deadline, timeout_ms);
-	}
-	return rl__coro_wait_req(co, req, 0);
+	return wait_tracked(c, co, &ww, req, timeout_ms);
 }
 
+/* Tracked as a write is: a close from another coroutine must not close
+ * the socket under the shutdown request, whose fd number a new socket
+ * could take before the request runs. */
 int rl_coro_conn_shutdown(rl_coro_conn *c)
 {
+	int err;
+	rl_coro *co;
+	struct write_wait ww;
+	rl_req *req;
+
 	if (!c)
 		return -EINVAL;
+	co = rl__coro_enter(&err);
+	if (!co)
+		return err;
 	if (c->rx.closed)
 		return -ECANCELED;
-	return rl_coro_net_shutdown(c->fd, SHUT_WR);
+	ww.co = co;
+	ww.c = c;
+	req = rl__coro_req(co);
+	req->data = &ww;
+	err = rl_net_shutdown(c->loop, req, c->fd, SHUT_WR, write_done);
+	if (err < 0)
+		return err;
+	return (int)wait_tracked(c, co, &ww, req, 0);
 }
 
 int rl_coro_conn_close(rl_coro_conn *c)

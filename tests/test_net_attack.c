@@ -1497,3 +1497,92 @@ BACKEND_TEST(net_attack, cb_end_waiting_for_writes_then_close)
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 	tclose(loop);
 }
+
+/* ------------------------- coroutine shutdown racing a close */
+
+struct csh {
+	int s, peer;
+	rl_coro_conn *c;
+	int64_t res;
+	int started, returned;
+};
+
+static int64_t csh_open(void *arg)
+{
+	struct csh *k = arg;
+
+	cr_assert_eq(rl_coro_conn_open(k->s, &k->c), 0);
+	return 0;
+}
+
+static int64_t csh_body(void *arg)
+{
+	struct csh *k = arg;
+
+	k->started++;
+	k->res = rl_coro_conn_shutdown(k->c);
+	k->returned++;
+	return 0;
+}
+
+/*
+ * rl_coro_conn_close() while another coroutine's rl_coro_conn_shutdown()
+ * is in flight, and a new socket takes the freed fd number before the
+ * loop runs. The connection must not close its socket under the request
+ * (the docs: closing an fd under a request is undefined): before the fix
+ * the shutdown was not counted among the connection's requests, the
+ * close closed the fd at once, and the shutdown then ran on the new
+ * socket that got the number (its peer read the end of the stream).
+ */
+BACKEND_TEST(net_attack, coro_close_while_shutdown_in_flight)
+{
+	rl_loop *loop = tloop(tp);
+	rl_coro_ctx *sched = tsched(loop);
+	struct csh k;
+	int sp[2];
+	char b;
+
+	memset(&k, 0, sizeof(k));
+	tpair(AF_INET, &k.s, &k.peer);
+	cr_assert_eq(rl_coro_spawn(sched, NULL, csh_open, &k, NULL), 0);
+	trun(loop);
+	cr_assert_not_null(k.c);
+	cr_assert_eq(rl_coro_spawn(sched, NULL, csh_body, &k, NULL), 0);
+	/* Runs the coroutine up to its suspension; the loop's I/O for the
+	 * shutdown comes at the next wait. */
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	if (k.returned == 0) {
+		int old = k.s, nfd;
+
+		cr_assert_eq(k.started, 1);
+		cr_assert_eq(
+			socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp),
+			0);
+		cr_assert_eq(rl_coro_conn_close(k.c), 0);
+		/* A new socket takes the lowest free number from the
+		 * connection's: its own, if the close freed it. */
+		nfd = fcntl(sp[0], F_DUPFD_CLOEXEC, old);
+		cr_assert_geq(nfd, old);
+		trun(loop);
+		cr_assert_eq(k.returned, 1);
+		cr_assert(k.res == 0 || k.res == -ECANCELED, "%s",
+			  rl_strerror((int)k.res));
+		/* The new socket was not touched: its peer sees no end. */
+		errno = 0;
+		cr_assert_eq(recv(sp[1], &b, 1, MSG_DONTWAIT), -1,
+			     "the shutdown hit the new socket");
+		cr_assert_eq(errno, EAGAIN);
+		close(nfd);
+		close(sp[0]);
+		close(sp[1]);
+	} else {
+		/* The shutdown finished inside the first run (the backend
+		 * issued it at once): nothing to race. */
+		cr_assert_eq(k.res, 0);
+		cr_assert_eq(rl_coro_conn_close(k.c), 0);
+		trun(loop);
+	}
+	close(k.peer);
+	tsched_close(sched);
+	tclose(loop);
+}
