@@ -1586,3 +1586,123 @@ BACKEND_TEST(net_attack, coro_close_while_shutdown_in_flight)
 	tsched_close(sched);
 	tclose(loop);
 }
+
+/* ------------------------------- the loop closing on callback conns */
+
+struct cblc {
+	int data[4], ends[4], end_err[4];
+	int wdone, wdone_err, enddone, enddone_err; /* pairs for cblc_res */
+	int closed, srv_conns, srv_err;
+	bool loop_gone;
+};
+
+struct cblc_arg {
+	struct cblc *k;
+	int i;
+};
+
+static void cblc_data(int err, const void *data, size_t len, void *arg)
+{
+	struct cblc_arg *a = arg;
+
+	(void)data;
+	cr_assert(!a->k->loop_gone, "a callback after rl_loop_close()");
+	if (err < 0 || !len) {
+		a->k->ends[a->i]++;
+		a->k->end_err[a->i] = err;
+		return;
+	}
+	a->k->data[a->i]++;
+}
+
+static void cblc_res(int err, int64_t value, void *arg)
+{
+	int *slot = arg;
+
+	(void)value;
+	slot[0]++;
+	slot[1] = err;
+}
+
+static void cblc_closed(int err, int64_t value, void *arg)
+{
+	struct cblc *k = arg;
+
+	(void)err;
+	(void)value;
+	cr_assert(!k->loop_gone);
+	k->closed++;
+}
+
+static void cblc_conn(int err, rl_cb_conn *conn, void *arg)
+{
+	struct cblc *k = arg;
+
+	cr_assert(!k->loop_gone);
+	cr_assert_null(conn);
+	k->srv_conns++;
+	k->srv_err = err;
+}
+
+/*
+ * rl_loop_close() with callback connections in every state: reading (a
+ * data callback due: -ECANCELED once), paused with data kept, a write in
+ * flight to a peer that does not read with an end waiting behind it, a
+ * close begun (its task queued), a server listening: every callback due
+ * comes once (the server's on_conn once, -ECANCELED), none after
+ * rl_loop_close() returns, no fd left.
+ */
+BACKEND_TEST(net_attack, cb_loop_close_with_conns_in_every_state)
+{
+	int base = tfd_count();
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+	rl_cb_conn *c[4];
+	rl_cb_server *srv;
+	struct rl_addr a;
+	struct cblc k;
+	struct cblc_arg args[4];
+	char *big = calloc(1, 16 << 20);
+	int sfd[4], peer[4];
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	memset(&k, 0, sizeof(k));
+	for (int i = 0; i < 4; i++) {
+		tpair(i % 2 ? AF_UNIX : AF_INET, &sfd[i], &peer[i]);
+		cr_assert_eq(rl_cb_net_wrap(cbs, sfd[i], &c[i]), 0);
+		args[i] = (struct cblc_arg){ &k, i };
+	}
+	taddr(&a, AF_INET6);
+	cr_assert_eq(rl_cb_net_listen(cbs, &a, 8, 0, cblc_conn, &k, &srv), 0);
+	/* 0: reading, nothing comes. */
+	cr_assert_eq(rl_cb_net_read_start(c[0], cblc_data, &args[0]), 0);
+	/* 1: paused with data kept: read, stop, then data arrives. */
+	cr_assert_eq(rl_cb_net_read_start(c[1], cblc_data, &args[1]), 0);
+	cr_assert_eq(rl_cb_net_read_stop(c[1]), 0);
+	cr_assert_eq(write(peer[1], "kept", 4), 4);
+	/* 2: a big write, then an end waiting behind it. */
+	cr_assert_eq(rl_cb_net_write(c[2], big, 16 << 20, cblc_res, &k.wdone),
+		     0);
+	cr_assert_eq(rl_cb_net_end(c[2], cblc_res, &k.enddone), 0);
+	trun_for(loop, 30);
+	/* 3: a close begun, its task still queued. */
+	cr_assert_eq(rl_cb_net_close(c[3], cblc_closed, &k), 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	k.loop_gone = true;
+	cr_assert_eq(k.ends[0], 1);
+	cr_assert_eq(k.end_err[0], -ECANCELED);
+	cr_assert_eq(k.data[0] + k.data[1], 0);
+	cr_assert_eq(k.ends[1], 0); /* paused: no callback due */
+	cr_assert_eq(k.wdone, 1);
+	cr_assert_lt(k.wdone_err, 0);
+	cr_assert_eq(k.enddone, 1);
+	cr_assert_lt(k.enddone_err, 0);
+	cr_assert_eq(k.closed, 1);
+	/* The server's notice that it accepts no more. */
+	cr_assert_eq(k.srv_conns, 1);
+	cr_assert_eq(k.srv_err, -ECANCELED);
+	for (int i = 0; i < 4; i++)
+		close(peer[i]);
+	free(big);
+	cr_assert_eq(tfd_count(), base);
+}
