@@ -1706,3 +1706,49 @@ BACKEND_TEST(net_attack, cb_loop_close_with_conns_in_every_state)
 	free(big);
 	cr_assert_eq(tfd_count(), base);
 }
+
+/* ------------------------------------- connections on the wrong fds */
+
+/*
+ * Promise connections made of a pipe and of a listening socket: reads
+ * and writes reject with the kernel's answer, again on every later read,
+ * never hang; closing closes the fds.
+ */
+BACKEND_TEST(net_attack, promise_conns_on_wrong_fds)
+{
+	int base = tfd_count();
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	rl_promise_conn *cp, *cl;
+	struct rl_addr a;
+	struct seen r, w;
+	char b[8];
+	int p[2], lfd;
+
+	cr_assert_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+	lfd = tlisten(&a, AF_INET, 8);
+	cr_assert_eq(rl_promise_conn_open(ctx, p[0], &cp), 0);
+	cr_assert_eq(rl_promise_conn_open(ctx, lfd, &cl), 0);
+	for (int i = 0; i < 2; i++) {
+		watch(rl_promise_conn_read(cp, b, sizeof(b), 0), &r);
+		trun_within(loop, r.calls == 1, 2000);
+		cr_assert_eq(r.calls, 1);
+		cr_assert_eq(r.err, -ENOTSOCK, "%s", rl_strerror(r.err));
+		watch(rl_promise_conn_read(cl, b, sizeof(b), 0), &r);
+		trun_within(loop, r.calls == 1, 2000);
+		cr_assert_eq(r.calls, 1);
+		cr_assert_eq(r.err, -ENOTCONN, "%s", rl_strerror(r.err));
+	}
+	watch(rl_promise_conn_write(cp, "x", 1), &w);
+	trun_within(loop, w.calls == 1, 2000);
+	cr_assert_eq(w.err, -ENOTSOCK, "%s", rl_strerror(w.err));
+	watch(rl_promise_conn_write(cl, "x", 1), &w);
+	trun_within(loop, w.calls == 1, 2000);
+	cr_assert_lt(w.err, 0);
+	cr_assert_eq(rl_promise_conn_close(cp), 0);
+	cr_assert_eq(rl_promise_conn_close(cl), 0);
+	close(p[1]);
+	trun(loop);
+	tend(loop, ctx);
+	cr_assert_eq(tfd_count(), base);
+}
