@@ -1752,3 +1752,67 @@ BACKEND_TEST(net_attack, promise_conns_on_wrong_fds)
 	tend(loop, ctx);
 	cr_assert_eq(tfd_count(), base);
 }
+
+/* --------------------------------- callback idle timeout and pauses */
+
+struct cbt {
+	rl_cb_conn *c;
+	int data, ends;
+	int end_err;
+};
+
+static void cbt_data(int err, const void *data, size_t len, void *arg)
+{
+	struct cbt *k = arg;
+
+	(void)data;
+	if (err < 0 || !len) {
+		k->ends++;
+		k->end_err = err;
+		return;
+	}
+	k->data++;
+}
+
+/*
+ * An idle timeout counts only while reading: a connection paused for
+ * three times longer than it does not time out; resumed, it gets its data; then,
+ * idle while reading, it ends with -ETIMEDOUT, once.
+ */
+BACKEND_TEST(net_attack, cb_idle_timeout_not_while_paused)
+{
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+	/* Long enough for a loaded machine, and for Valgrind, which runs
+	 * the loop's first turns slowly enough to miss a short timeout
+	 * with the data already there. */
+	uint64_t ms = getenv("RL_VALGRIND") ? 1000 : 200;
+	struct cbt k;
+	int sfd, peer;
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	memset(&k, 0, sizeof(k));
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &k.c), 0);
+	cr_assert_eq(rl_cb_net_set_timeout(k.c, ms), 0);
+	cr_assert_eq(rl_cb_net_read_start(k.c, cbt_data, &k), 0);
+	cr_assert_eq(write(peer, "a", 1), 1);
+	trun_until(loop, k.data == 1);
+	cr_assert_eq(rl_cb_net_read_stop(k.c), 0);
+	trun_for(loop, 3 * ms);
+	cr_assert_eq(k.ends, 0, "timed out while paused: %s",
+		     rl_strerror(k.end_err));
+	cr_assert_eq(write(peer, "b", 1), 1);
+	cr_assert_eq(rl_cb_net_read_start(k.c, cbt_data, &k), 0);
+	trun_until(loop, k.data == 2);
+	trun_until(loop, k.ends == 1);
+	cr_assert_eq(k.end_err, -ETIMEDOUT, "%s", rl_strerror(k.end_err));
+	trun_for(loop, 20);
+	cr_assert_eq(k.ends, 1);
+	cr_assert_eq(k.data, 2);
+	cr_assert_eq(rl_cb_net_close(k.c, NULL, NULL), 0);
+	trun(loop);
+	close(peer);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
