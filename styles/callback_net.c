@@ -332,15 +332,18 @@ static void conn_maybe_free(rl_cb_conn *c)
 	    c->task_queued)
 		return;
 	close(c->fd);
-	conn_unlink(c);
-	free(c->pend);
-	free(c);
 	/* An end that waited for writes the close cancelled never ran its
-	 * shutdown: its done still comes, once, before the close's. */
+	 * shutdown: its done still comes, once, before the close's. The
+	 * handle is valid inside both (callback.h: invalid after the
+	 * close's), so they run before the free; every call on a closing
+	 * connection returns at once, so none of them can come back here. */
 	if (end_done)
 		end_done(-ECANCELED, 0, end_arg);
 	if (done)
 		done(0, 0, arg);
+	conn_unlink(c);
+	free(c->pend);
+	free(c);
 }
 
 int rl_cb_net_wrap(rl_cb_ctx *cbs, int fd, rl_cb_conn **out)
@@ -607,10 +610,11 @@ static void server_maybe_free(rl_cb_server *srv)
 	if (!srv->closing || srv->acc || srv->retrying || srv->task_queued)
 		return;
 	close(srv->fd);
-	server_unlink(srv);
-	free(srv);
+	/* callback.h: done runs, then the server is freed. */
 	if (done)
 		done(0, 0, arg);
+	server_unlink(srv);
+	free(srv);
 }
 
 static int server_arm(rl_cb_server *srv)

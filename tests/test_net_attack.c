@@ -1816,3 +1816,96 @@ BACKEND_TEST(net_attack, cb_idle_timeout_not_while_paused)
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 	tclose(loop);
 }
+
+/* ---------------------------- the handle inside the close's callback */
+
+struct cbd {
+	rl_cb_conn *c;
+	rl_cb_server *srv;
+	void *held;
+	int data, closed, srv_closed;
+	int release_ret, fd_ret, close_ret, srv_fd_ret;
+};
+
+static void cbd_closed(int err, int64_t value, void *arg)
+{
+	struct cbd *k = arg;
+
+	(void)err;
+	(void)value;
+	/* callback.h: the handle is invalid after this callback, so it is
+	 * still valid in it: a buffer held in a data callback goes back
+	 * through it here. */
+	k->release_ret = rl_cb_net_release(k->c, k->held);
+	k->fd_ret = rl_cb_net_fd(k->c);
+	k->close_ret = rl_cb_net_close(k->c, NULL, NULL);
+	k->closed++;
+}
+
+static void cbd_data(int err, const void *data, size_t len, void *arg)
+{
+	struct cbd *k = arg;
+
+	(void)data;
+	if (err < 0 || !len || k->data++)
+		return;
+	k->held = rl_cb_net_hold(k->c);
+	cr_assert_not_null(k->held);
+	cr_assert_eq(rl_cb_net_close(k->c, cbd_closed, k), 0);
+}
+
+static void cbd_srv_closed(int err, int64_t value, void *arg)
+{
+	struct cbd *k = arg;
+
+	(void)err;
+	(void)value;
+	k->srv_fd_ret = rl_cb_net_server_fd(k->srv);
+	k->srv_closed++;
+}
+
+static void cbd_conn(int err, rl_cb_conn *conn, void *arg)
+{
+	(void)err;
+	(void)conn;
+	(void)arg;
+}
+
+/*
+ * The handle inside the close's done callback: callback.h says it is
+ * invalid after that callback (and the server's close says done runs,
+ * then the server is freed). Before the fix both were freed before done
+ * ran, so giving back a held buffer through the connection there, or
+ * asking the server its fd, read freed memory (ASan: heap-use-after-free
+ * in rl_cb_net_release / rl_cb_net_server_fd; the plain build read stale
+ * memory and passed).
+ */
+BACKEND_TEST(net_attack, cb_handle_valid_inside_its_close_callback)
+{
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+	struct rl_addr a;
+	struct cbd k;
+	int sfd, peer, lfd;
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	memset(&k, 0, sizeof(k));
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &k.c), 0);
+	cr_assert_eq(write(peer, "data", 4), 4);
+	cr_assert_eq(rl_cb_net_read_start(k.c, cbd_data, &k), 0);
+	trun_until(loop, k.closed == 1);
+	cr_assert_eq(k.release_ret, 0);
+	cr_assert_eq(k.fd_ret, sfd);
+	cr_assert_eq(k.close_ret, -EALREADY);
+	taddr(&a, AF_INET);
+	cr_assert_eq(rl_cb_net_listen(cbs, &a, 8, 0, cbd_conn, &k, &k.srv), 0);
+	lfd = rl_cb_net_server_fd(k.srv);
+	cr_assert_eq(rl_cb_net_server_close(k.srv, cbd_srv_closed, &k), 0);
+	trun_until(loop, k.srv_closed == 1);
+	cr_assert_eq(k.srv_fd_ret, lfd);
+	trun(loop);
+	close(peer);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
