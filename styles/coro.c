@@ -268,8 +268,10 @@ static void stall_check(rl_timer *t, int status)
 	} else if (++s->stalled_looks >= 2) {
 		s->stalled_looks = 0;
 		for (size_t n = s->start_window;
-		     n > 0 && !rl__list_empty(&s->starts); n--)
+		     n > 0 && !rl__list_empty(&s->starts); n--) {
+			s->stats.unpaced++;
 			start_first(s);
+		}
 	}
 	if (!rl__list_empty(&s->starts) && !s->stall_armed)
 		arm_stall_timer(s);

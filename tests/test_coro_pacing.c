@@ -46,9 +46,12 @@ static int64_t paced_reader(void *arg)
 	return r->res;
 }
 
-static void run_readers(const struct tp *tp, size_t window, struct pace *p,
-			struct reader *rs)
+/* Returns how many starts the window let through unpaced (a stall of
+ * the loop: a busy machine, a slow pool), which may widen it. */
+static uint64_t run_readers(const struct tp *tp, size_t window, struct pace *p,
+			    struct reader *rs)
 {
+	struct rl_coro_ctx_stats ss;
 	struct rl_coro_ctx_options opt = { .start_window = window };
 	rl_loop *loop = tloop(tp);
 	rl_coro_ctx *s = tsched_opts(loop, &opt);
@@ -66,8 +69,10 @@ static void run_readers(const struct tp *tp, size_t window, struct pace *p,
 			     (long)rs[i].res);
 		tcheck("paced", rs[i].buf, 12);
 	}
+	rl_coro_ctx_stats(s, &ss);
 	tsched_close(s);
 	tclose(loop);
+	return ss.unpaced;
 }
 
 static int distinct_pages(const struct pace *p)
@@ -91,11 +96,18 @@ BACKEND_TEST(coro_pacing, window_bounds_the_waiting)
 	struct pace p = { .path = tfile("paced", 12) };
 	struct reader rs[READERS];
 
-	run_readers(tp, 4, &p, rs);
-	cr_assert_eq(p.max_waiting, 4);
-	cr_assert_leq(distinct_pages(&p), 4,
-		      "%d stacks for a window of 4: not reused",
-		      distinct_pages(&p));
+	uint64_t unpaced = run_readers(tp, 4, &p, rs);
+
+	/* Only a stall of the loop lets starts through unpaced, each one
+	 * widening the window by one for a while. */
+	if (unpaced == 0)
+		cr_assert_eq(p.max_waiting, 4);
+	else
+		cr_assert_leq(p.max_waiting, 4 + (int)unpaced);
+	cr_assert_geq(p.max_waiting, 4);
+	cr_assert_leq(distinct_pages(&p), 4 + (int)unpaced,
+		      "%d stacks for a window of 4 (%d unpaced): not reused",
+		      distinct_pages(&p), (int)unpaced);
 }
 
 /* SIZE_MAX turns pacing off: every coroutine starts at once. */
@@ -104,7 +116,8 @@ BACKEND_TEST(coro_pacing, unlimited_window_starts_all)
 	struct pace p = { .path = tfile("paced", 12) };
 	struct reader rs[READERS];
 
-	run_readers(tp, SIZE_MAX, &p, rs);
+	cr_assert_eq(run_readers(tp, SIZE_MAX, &p, rs), 0,
+		     "nothing is put off without a window");
 	cr_assert_eq(p.max_waiting, READERS);
 	cr_assert_eq(distinct_pages(&p), READERS);
 }
@@ -189,6 +202,7 @@ BACKEND_TEST(coro_pacing, spawn_maps_no_stack, .timeout = 600)
 	struct rl_coro_pool_stats ps;
 	rl_coro_pool *pool;
 	struct rl_coro_ctx_options opt = { .pool = NULL };
+	struct rl_coro_ctx_stats ss;
 	rl_loop *loop = tloop(tp);
 	rl_coro_ctx *s;
 
@@ -216,9 +230,13 @@ BACKEND_TEST(coro_pacing, spawn_maps_no_stack, .timeout = 600)
 	cr_assert_eq(m.done, n);
 	cr_assert_eq(m.bad, 0);
 	rl_coro_pool_stats(pool, &ps);
-	cr_assert_leq(ps.maps, 2 * RL_CORO_START_WINDOW,
-		      "%llu stacks for %u coroutines",
-		      (unsigned long long)ps.maps, n);
+	rl_coro_ctx_stats(s, &ss);
+	/* Starts let through by a stall of the loop (unpaced) may each
+	 * have needed a stack of their own. */
+	cr_assert_leq(ps.maps, 2 * RL_CORO_START_WINDOW + ss.unpaced,
+		      "%llu stacks for %u coroutines (%llu unpaced)",
+		      (unsigned long long)ps.maps, n,
+		      (unsigned long long)ss.unpaced);
 	tsched_close(s);
 	tclose(loop);
 	cr_assert_eq(rl_coro_pool_close(pool), 0);
@@ -275,6 +293,7 @@ BACKEND_TEST(coro_pacing, idle_waiters_do_not_hold_a_start_for_good)
 {
 	struct rl_coro_ctx_options opt = { .start_window = 2 };
 	struct hold h = { 0 };
+	struct rl_coro_ctx_stats ss;
 	rl_timer guard;
 	rl_coro_ctx *s;
 	rl_loop *loop;
@@ -300,6 +319,8 @@ BACKEND_TEST(coro_pacing, idle_waiters_do_not_hold_a_start_for_good)
 		  "the coroutine spawned after the window filled "
 		  "did not start while the window's coroutines waited");
 	cr_assert(h.late_ran);
+	rl_coro_ctx_stats(s, &ss);
+	cr_assert_eq(ss.unpaced, 1, "the late start went through unpaced");
 	cr_assert_eq(h.res[0], 1);
 	cr_assert_eq(h.res[1], 1);
 	tsched_close(s);

@@ -179,6 +179,10 @@ struct rl_coro_ctx_stats {
 	uint64_t finished;
 	size_t alive;	/* spawned and not finished */
 	size_t handles; /* handles not yet joined, detached or freed */
+	/* Starts the window let through because no coroutine had started
+	 * or finished for a while (see start_window): each one may have
+	 * made the window wider for a time. */
+	uint64_t unpaced;
 };
 
 void rl_coro_ctx_stats(const rl_coro_ctx *sched, struct rl_coro_ctx_stats *out);
