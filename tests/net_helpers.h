@@ -225,23 +225,33 @@ static inline void tguard_cb(rl_timer *t, int status)
 
 /*
  * A client that never reads the answers: sends 64 KiB chunks on the
- * non-blocking fd, running the loop between them, until the kernel has
- * taken nothing for about 50 ms (the server stopped reading, TCP holds
- * the client back) or limit bytes went. each(arg), when given, runs after
- * every turn of the loop. Returns the bytes sent.
+ * non-blocking fd, running the loop between them, until 50 sends in a row
+ * (a millisecond apart) took nothing (the server stopped reading, TCP
+ * holds the client back) or limit bytes went. With off, the chunks carry
+ * the pattern from *off on (tpat()), and *off moves on; without, zeros.
+ * each(arg), when given, runs after every turn of the loop. Returns the
+ * bytes sent.
  */
-static inline size_t tflood(rl_loop *loop, int fd, size_t limit,
-			    void (*each)(void *arg), void *arg)
+static inline size_t tflood_from(rl_loop *loop, int fd, size_t *off,
+				 size_t limit, void (*each)(void *arg),
+				 void *arg)
 {
-	char *chunk = calloc(1, 65536);
+	enum { CHUNK = 65536 };
+	unsigned char *chunk = calloc(1, CHUNK);
 	size_t sent = 0;
 
 	cr_assert_not_null(chunk);
 	for (int idle = 0; idle < 50 && sent < limit;) {
-		ssize_t w = send(fd, chunk, 65536, MSG_DONTWAIT);
+		size_t want = limit - sent < CHUNK ? limit - sent : CHUNK;
+		ssize_t w;
 
+		if (off)
+			tpat_fill(chunk, *off, want);
+		w = send(fd, chunk, want, MSG_DONTWAIT);
 		if (w > 0) {
 			sent += (size_t)w;
+			if (off)
+				*off += (size_t)w;
 			idle = 0;
 		} else {
 			idle++;
@@ -254,6 +264,12 @@ static inline size_t tflood(rl_loop *loop, int fd, size_t limit,
 	}
 	free(chunk);
 	return sent;
+}
+
+static inline size_t tflood(rl_loop *loop, int fd, size_t limit,
+			    void (*each)(void *arg), void *arg)
+{
+	return tflood_from(loop, fd, NULL, limit, each, arg);
 }
 
 /* Runs the loop for about ms milliseconds. */

@@ -3,6 +3,8 @@
 #ifndef RL_TEST_PROMISE_HELPERS_H
 #define RL_TEST_PROMISE_HELPERS_H
 
+#include <string.h>
+
 #include "helpers.h"
 #include "ringloop/promise.h"
 
@@ -25,6 +27,33 @@ static inline void tend(rl_loop *loop, rl_promise_ctx *ctx)
 
 static inline struct rl_value V(int64_t i) {
 	return (struct rl_value){ i, NULL };
+}
+
+/* What a promise settled with, seen from a subscription (twatch()). */
+struct tsettled {
+	int calls;
+	int err;
+	struct rl_value v;
+};
+
+static inline void tsettled_fn(rl_promise *p, void *arg)
+{
+	struct tsettled *s = arg;
+	struct rl_settlement o;
+
+	cr_assert_neq(rl_promise_result(p, &o), RL_PROMISE_PENDING);
+	s->calls++;
+	s->err = o.err;
+	s->v = o.value;
+	rl_promise_unref(p);
+}
+
+/* Subscribes s to p (which it unrefs when p settles). */
+static inline void twatch(rl_promise *p, struct tsettled *s)
+{
+	memset(s, 0, sizeof(*s));
+	cr_assert_not_null(p);
+	cr_assert_eq(rl_promise_subscribe(p, tsettled_fn, s), 0);
 }
 
 #endif

@@ -22,31 +22,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-struct seen {
-	int calls;
-	int err;
-	struct rl_value v;
-};
-
-static void seen_fn(rl_promise *p, void *arg)
-{
-	struct seen *s = arg;
-	struct rl_settlement o;
-
-	cr_assert_neq(rl_promise_result(p, &o), RL_PROMISE_PENDING);
-	s->calls++;
-	s->err = o.err;
-	s->v = o.value;
-	rl_promise_unref(p);
-}
-
-static void watch(rl_promise *p, struct seen *s)
-{
-	memset(s, 0, sizeof(*s));
-	cr_assert_not_null(p);
-	cr_assert_eq(rl_promise_subscribe(p, seen_fn, s), 0);
-}
-
 /* Runs the loop until cond holds or ms pass (then the caller's asserts
  * say what did not happen), never longer. */
 #define trun_within(loop, cond, ms)                            \
@@ -54,37 +29,6 @@ static void watch(rl_promise *p, struct seen *s)
 		uint64_t end_ = tnow_ms() + (ms);              \
 		trun_until(loop, (cond) || tnow_ms() >= end_); \
 	} while (0)
-
-/* Sends the pattern from *off on the non-blocking fd until the kernel
- * has taken nothing for about 50 ms (the reader stopped, TCP holds the
- * peer back) or limit bytes went, running the loop between sends. */
-static size_t tflood_pat(rl_loop *loop, int fd, size_t *off, size_t limit)
-{
-	enum { CHUNK = 65536 };
-	unsigned char *chunk = malloc(CHUNK);
-	size_t sent = 0;
-
-	cr_assert_not_null(chunk);
-	for (int idle = 0; idle < 50 && sent < limit;) {
-		size_t want = limit - sent < CHUNK ? limit - sent : CHUNK;
-		ssize_t w;
-
-		tpat_fill(chunk, *off, want);
-		w = send(fd, chunk, want, MSG_DONTWAIT);
-		if (w > 0) {
-			sent += (size_t)w;
-			*off += (size_t)w;
-			idle = 0;
-		} else {
-			idle++;
-		}
-		rl_run(loop, RL_RUN_NOWAIT);
-		if (w <= 0)
-			usleep(1000);
-	}
-	free(chunk);
-	return sent;
-}
 
 static void treset(int fd)
 {
@@ -176,7 +120,7 @@ BACKEND_TEST(net_attack, coro_floods_on_a_dry_ring_every_byte_in_order)
 	}
 	trun_until(loop, d.opened == DRY_CONNS);
 	for (int i = 0; i < DRY_CONNS; i++)
-		tflood_pat(loop, d.peer[i], &d.sent[i], 64u << 20);
+		tflood_from(loop, d.peer[i], &d.sent[i], 64u << 20, NULL, NULL);
 	for (int i = 0; i < DRY_CONNS; i++) {
 		cr_assert_lt(d.sent[i], 64u << 20, "conn %d never stopped", i);
 		cr_assert_leq(rl_coro_conn_buffered(d.c[i]), 16 * 4096);
@@ -238,7 +182,7 @@ BACKEND_TEST(net_attack, promise_floods_on_a_dry_ring_every_byte_in_order)
 	size_t sent[DRY_CONNS];
 	rl_loop *loop;
 	rl_promise_ctx *ctx;
-	struct seen s;
+	struct tsettled s;
 	int done = 0;
 
 	rl_options_init(&opt);
@@ -255,13 +199,13 @@ BACKEND_TEST(net_attack, promise_floods_on_a_dry_ring_every_byte_in_order)
 		cr_assert_eq(rl_promise_conn_open(ctx, sfd[i], &k[i].c), 0);
 		cr_assert_eq(send(peer[i], &first, 1, 0), 1);
 		sent[i] = 1;
-		watch(rl_promise_conn_read(k[i].c, k[i].buf, 1, 5000), &s);
+		twatch(rl_promise_conn_read(k[i].c, k[i].buf, 1, 5000), &s);
 		trun_until(loop, s.calls == 1);
 		cr_assert_eq(s.v.i, 1);
 		k[i].got = 1;
 	}
 	for (int i = 0; i < DRY_CONNS; i++)
-		tflood_pat(loop, peer[i], &sent[i], 64u << 20);
+		tflood_from(loop, peer[i], &sent[i], 64u << 20, NULL, NULL);
 	for (int i = 0; i < DRY_CONNS; i++) {
 		cr_assert_lt(sent[i], 64u << 20, "conn %d never stopped", i);
 		cr_assert_leq(rl_promise_conn_buffered(k[i].c), 16 * 4096);
@@ -386,7 +330,7 @@ BACKEND_TEST(net_attack, coro_loop_close_with_conns_in_every_state)
 	cr_assert_eq(rl_coro_spawn(sched, NULL, lc_body, &args[LC_N], NULL), 0);
 	trun_until(loop, k.started == LC_N + 1);
 	off = 1;
-	tflood_pat(loop, k.peer[2], &off, 8u << 20);
+	tflood_from(loop, k.peer[2], &off, 8u << 20, NULL, NULL);
 	trun_for(loop, 20);
 	cr_assert_gt(rl_coro_conn_buffered(k.c[1]), 0);
 	cr_assert_gt(rl_coro_conn_buffered(k.c[2]), 0);
@@ -450,7 +394,7 @@ BACKEND_TEST(net_attack, promise_loop_close_with_conns_in_every_state)
 	static char buf[4][64];
 	char *big = calloc(1, 16 << 20);
 	int sfd[4], peer[4];
-	struct seen s, w1, w2;
+	struct tsettled s, w1, w2;
 	size_t off = 1;
 
 	rl_options_init(&opt);
@@ -471,14 +415,14 @@ BACKEND_TEST(net_attack, promise_loop_close_with_conns_in_every_state)
 	cr_assert_eq(send(peer[1], "12345678", 8, 0), 8);
 	cr_assert_eq(send(peer[2], "x", 1, 0), 1);
 	for (int i = 1; i <= 2; i++) {
-		watch(rl_promise_conn_read(k[i].c, buf[i], 1, 5000), &s);
+		twatch(rl_promise_conn_read(k[i].c, buf[i], 1, 5000), &s);
 		trun_until(loop, s.calls == 1);
 		cr_assert_eq(s.v.i, 1);
 	}
-	tflood_pat(loop, peer[2], &off, 8u << 20);
+	tflood_from(loop, peer[2], &off, 8u << 20, NULL, NULL);
 	/* 3: two writes to a peer that never reads, and a read pending. */
-	watch(rl_promise_conn_write(k[3].c, big, 16 << 20), &w1);
-	watch(rl_promise_conn_write(k[3].c, "tail", 4), &w2);
+	twatch(rl_promise_conn_write(k[3].c, big, 16 << 20), &w1);
+	twatch(rl_promise_conn_write(k[3].c, "tail", 4), &w2);
 	rl_promise_unref(rl_then(rl_promise_conn_read(k[3].c, buf[3], 64, 0),
 				 plc_got, plc_got, &k[3]));
 	trun_for(loop, 20);
@@ -648,18 +592,18 @@ BACKEND_TEST(net_attack, promise_timeout_on_a_conn_read)
 	rl_promise_ctx *ctx = topen(loop);
 	rl_promise_conn *c;
 	char a[16] = { 0 }, b[16] = { 0 };
-	struct seen t, r;
+	struct tsettled t, r;
 	int sfd, peer;
 
 	tpair(AF_INET, &sfd, &peer);
 	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
-	watch(rl_promise_timeout(rl_promise_conn_read(c, a, sizeof(a), 0), 30),
-	      &t);
+	twatch(rl_promise_timeout(rl_promise_conn_read(c, a, sizeof(a), 0), 30),
+	       &t);
 	trun_within(loop, t.calls == 1, 2000);
 	cr_assert_eq(t.calls, 1, "the timeout never settled: the read held it");
 	cr_assert_eq(t.err, -ETIMEDOUT, "%s", rl_strerror(t.err));
 	cr_assert_eq(write(peer, "hello", 5), 5);
-	watch(rl_promise_conn_read(c, b, sizeof(b), 0), &r);
+	twatch(rl_promise_conn_read(c, b, sizeof(b), 0), &r);
 	trun_until(loop, r.calls == 1);
 	cr_assert_eq(r.err, 0, "%s", rl_strerror(r.err));
 	cr_assert_eq(r.v.i, 5);
@@ -684,14 +628,14 @@ BACKEND_TEST(net_attack, promise_cancel_of_a_conn_read)
 	rl_promise_ctx *ctx = topen(loop);
 	rl_promise_conn *c;
 	char a[16] = { 0 }, b[16] = { 0 };
-	struct seen r1, r2;
+	struct tsettled r1, r2;
 	rl_promise *p;
 	int sfd, peer;
 
 	tpair(AF_INET, &sfd, &peer);
 	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
 	p = rl_promise_conn_read(c, a, sizeof(a), 0);
-	watch(rl_promise_ref(p), &r1);
+	twatch(rl_promise_ref(p), &r1);
 	trun_for(loop, 10);
 	cr_assert_eq(r1.calls, 0);
 	cr_assert_eq(rl_promise_cancel(p), 0);
@@ -701,7 +645,7 @@ BACKEND_TEST(net_attack, promise_cancel_of_a_conn_read)
 	cr_assert_eq(r1.calls, 1);
 	cr_assert_eq(r1.err, -ECANCELED);
 	cr_assert_eq(write(peer, "world", 5), 5);
-	watch(rl_promise_conn_read(c, b, sizeof(b), 0), &r2);
+	twatch(rl_promise_conn_read(c, b, sizeof(b), 0), &r2);
 	trun_until(loop, r2.calls == 1);
 	cr_assert_eq(r2.err, 0);
 	cr_assert_eq(r2.v.i, 5);
@@ -764,7 +708,7 @@ BACKEND_TEST(net_attack, promise_ctx_close_with_a_conn_open)
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
 	rl_promise_conn *c;
-	struct seen r;
+	struct tsettled r;
 	char b[8];
 	int sfd, peer;
 
@@ -774,7 +718,7 @@ BACKEND_TEST(net_attack, promise_ctx_close_with_a_conn_open)
 	cr_assert_eq(write(peer, "ab", 2), 2);
 	cr_assert_eq(shutdown(peer, SHUT_WR), 0);
 	for (int want = 2;; want = 0) {
-		watch(rl_promise_conn_read(c, b, sizeof(b), 5000), &r);
+		twatch(rl_promise_conn_read(c, b, sizeof(b), 5000), &r);
 		trun_until(loop, r.calls == 1);
 		cr_assert_eq(r.err, 0);
 		cr_assert_eq(r.v.i, want);
@@ -784,7 +728,7 @@ BACKEND_TEST(net_attack, promise_ctx_close_with_a_conn_open)
 	trun(loop);
 	/* The stream has ended: nothing in flight, the connection open. */
 	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY);
-	watch(rl_promise_conn_read(c, b, sizeof(b), 0), &r);
+	twatch(rl_promise_conn_read(c, b, sizeof(b), 0), &r);
 	trun_until(loop, r.calls == 1);
 	cr_assert_eq(r.v.i, 0);
 	cr_assert_eq(rl_promise_conn_close(c), 0);
@@ -1052,7 +996,7 @@ BACKEND_TEST(net_attack, promise_close_from_a_read_reaction_with_writes)
 	rl_promise_ctx *ctx = topen(loop);
 	char *big = calloc(1, 16 << 20);
 	unsigned char msg[3000], buf[10];
-	struct seen w1, w2;
+	struct tsettled w1, w2;
 	struct prc k;
 	int sfd, peer;
 	ssize_t r;
@@ -1060,8 +1004,8 @@ BACKEND_TEST(net_attack, promise_close_from_a_read_reaction_with_writes)
 	memset(&k, 0, sizeof(k));
 	tpair(AF_INET, &sfd, &peer);
 	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &k.c), 0);
-	watch(rl_promise_conn_write(k.c, big, 16 << 20), &w1);
-	watch(rl_promise_conn_write(k.c, "tail", 4), &w2);
+	twatch(rl_promise_conn_write(k.c, big, 16 << 20), &w1);
+	twatch(rl_promise_conn_write(k.c, "tail", 4), &w2);
 	trun_for(loop, 20);
 	tpat_fill(msg, 0, sizeof(msg));
 	cr_assert_eq(write(peer, msg, sizeof(msg)), (ssize_t)sizeof(msg));
@@ -1098,7 +1042,7 @@ BACKEND_TEST(net_attack, promise_fd_reuse_after_close_with_read_pending)
 	for (int i = 0; i < 40; i++) {
 		rl_promise_conn *c;
 		unsigned char buf[64], msg[64];
-		struct seen r, old, w;
+		struct tsettled r, old, w;
 		int sfd, peer;
 
 		tpair(i % 2 ? AF_UNIX : AF_INET, &sfd, &peer);
@@ -1107,7 +1051,7 @@ BACKEND_TEST(net_attack, promise_fd_reuse_after_close_with_read_pending)
 		cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
 		/* The read parks and arms the stream; the close follows
 		 * before the loop runs for half of them. */
-		watch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &old);
+		twatch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &old);
 		if (i % 4 < 2) {
 			cr_assert_eq(rl_promise_conn_close(c), 0);
 			trun_until(loop, old.calls == 1);
@@ -1125,14 +1069,14 @@ BACKEND_TEST(net_attack, promise_fd_reuse_after_close_with_read_pending)
 		if (old.v.i < (int64_t)sizeof(msg)) {
 			size_t got = (size_t)old.v.i;
 
-			watch(rl_promise_conn_read(c, buf + got,
-						   sizeof(buf) - got, 5000),
-			      &r);
+			twatch(rl_promise_conn_read(c, buf + got,
+						    sizeof(buf) - got, 5000),
+			       &r);
 			trun_until(loop, r.calls == 1);
 			cr_assert_eq(r.v.i, (int64_t)(sizeof(msg) - got));
 			tpat_check(buf, (size_t)i, sizeof(msg));
 		}
-		watch(rl_promise_conn_write(c, msg, sizeof(msg)), &w);
+		twatch(rl_promise_conn_write(c, msg, sizeof(msg)), &w);
 		trun_until(loop, w.calls == 1);
 		cr_assert_eq(w.v.i, (int64_t)sizeof(msg));
 		cr_assert_eq(read(peer, buf, sizeof(buf)),
@@ -1388,9 +1332,10 @@ BACKEND_TEST(net_attack, cb_pause_resume_under_flood_every_byte_in_order)
 	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &k.c), 0);
 	cr_assert_eq(rl_cb_net_read_start(k.c, cbf_data, &k), 0);
 	for (int round = 0; round < 200 && sent < (2u << 20); round++) {
-		tflood_pat(loop, peer, &sent,
-			   (2u << 20) - sent < 30000 ? (2u << 20) - sent
-						     : 30000);
+		tflood_from(loop, peer, &sent,
+			    (2u << 20) - sent < 30000 ? (2u << 20) - sent
+						      : 30000,
+			    NULL, NULL);
 		if (k.paused) {
 			for (int i = 0; i < k.nheld; i++)
 				cr_assert_eq(rl_cb_net_release(k.c, k.held[i]),
@@ -1721,7 +1666,7 @@ BACKEND_TEST(net_attack, promise_conns_on_wrong_fds)
 	rl_promise_ctx *ctx = topen(loop);
 	rl_promise_conn *cp, *cl;
 	struct rl_addr a;
-	struct seen r, w;
+	struct tsettled r, w;
 	char b[8];
 	int p[2], lfd;
 
@@ -1730,19 +1675,19 @@ BACKEND_TEST(net_attack, promise_conns_on_wrong_fds)
 	cr_assert_eq(rl_promise_conn_open(ctx, p[0], &cp), 0);
 	cr_assert_eq(rl_promise_conn_open(ctx, lfd, &cl), 0);
 	for (int i = 0; i < 2; i++) {
-		watch(rl_promise_conn_read(cp, b, sizeof(b), 0), &r);
+		twatch(rl_promise_conn_read(cp, b, sizeof(b), 0), &r);
 		trun_within(loop, r.calls == 1, 2000);
 		cr_assert_eq(r.calls, 1);
 		cr_assert_eq(r.err, -ENOTSOCK, "%s", rl_strerror(r.err));
-		watch(rl_promise_conn_read(cl, b, sizeof(b), 0), &r);
+		twatch(rl_promise_conn_read(cl, b, sizeof(b), 0), &r);
 		trun_within(loop, r.calls == 1, 2000);
 		cr_assert_eq(r.calls, 1);
 		cr_assert_eq(r.err, -ENOTCONN, "%s", rl_strerror(r.err));
 	}
-	watch(rl_promise_conn_write(cp, "x", 1), &w);
+	twatch(rl_promise_conn_write(cp, "x", 1), &w);
 	trun_within(loop, w.calls == 1, 2000);
 	cr_assert_eq(w.err, -ENOTSOCK, "%s", rl_strerror(w.err));
-	watch(rl_promise_conn_write(cl, "x", 1), &w);
+	twatch(rl_promise_conn_write(cl, "x", 1), &w);
 	trun_within(loop, w.calls == 1, 2000);
 	cr_assert_lt(w.err, 0);
 	cr_assert_eq(rl_promise_conn_close(cp), 0);

@@ -12,36 +12,11 @@
 #include "net_helpers.h"
 #include "promise_helpers.h"
 
-struct seen {
-	int calls;
-	int err;
-	struct rl_value v;
-};
-
-static void seen_fn(rl_promise *p, void *arg)
-{
-	struct seen *s = arg;
-	struct rl_settlement o;
-
-	cr_assert_neq(rl_promise_result(p, &o), RL_PROMISE_PENDING);
-	s->calls++;
-	s->err = o.err;
-	s->v = o.value;
-	rl_promise_unref(p);
-}
-
-static void watch(rl_promise *p, struct seen *s)
-{
-	memset(s, 0, sizeof(*s));
-	cr_assert_not_null(p);
-	cr_assert_eq(rl_promise_subscribe(p, seen_fn, s), 0);
-}
-
 /* Reads len bytes into buf with a timeout, and waits for the outcome. */
 static void tread(rl_loop *loop, rl_promise_conn *c, void *buf, size_t len,
-		  uint64_t ms, struct seen *s)
+		  uint64_t ms, struct tsettled *s)
 {
-	watch(rl_promise_conn_read(c, buf, len, ms), s);
+	twatch(rl_promise_conn_read(c, buf, len, ms), s);
 	trun_until(loop, s->calls == 1);
 }
 
@@ -142,7 +117,7 @@ BACKEND_TEST(promise_conn, reads_smaller_than_an_item_then_the_end)
 	rl_promise_ctx *ctx = topen(loop);
 	unsigned char msg[1000], buf[1000];
 	rl_promise_conn *c;
-	struct seen s;
+	struct tsettled s;
 	size_t got = 0;
 	int sfd, peer, reads = 0;
 
@@ -163,7 +138,7 @@ BACKEND_TEST(promise_conn, reads_smaller_than_an_item_then_the_end)
 
 		/* Queued data: fulfilled at once. */
 		cr_assert_eq(rl_promise_state(p), RL_PROMISE_FULFILLED);
-		watch(p, &s);
+		twatch(p, &s);
 		trun_until(loop, s.calls == 1);
 		cr_assert_eq(s.v.i, (int64_t)k);
 		got += k;
@@ -190,7 +165,7 @@ BACKEND_TEST(promise_conn, timeout_then_the_next_read_gets_the_bytes)
 	rl_promise_ctx *ctx = topen(loop);
 	rl_promise_conn *c;
 	char buf[16];
-	struct seen s;
+	struct tsettled s;
 	int sfd, peer;
 
 	tpair(AF_INET, &sfd, &peer);
@@ -204,11 +179,11 @@ BACKEND_TEST(promise_conn, timeout_then_the_next_read_gets_the_bytes)
 	cr_assert_eq(s.v.i, 5);
 	cr_assert_eq(memcmp(buf, "hello", 5), 0);
 	/* A second read while one is pending: -EBUSY. */
-	watch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &s);
+	twatch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &s);
 	{
-		struct seen busy;
+		struct tsettled busy;
 
-		watch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &busy);
+		twatch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &busy);
 		trun_until(loop, busy.calls == 1);
 		cr_assert_eq(busy.err, -EBUSY);
 	}
@@ -229,7 +204,7 @@ BACKEND_TEST(promise_conn, peer_reset_after_data)
 	struct linger lin = { 1, 0 };
 	rl_promise_conn *c;
 	char buf[16];
-	struct seen s;
+	struct tsettled s;
 	int sfd, peer;
 
 	tpair(AF_INET, &sfd, &peer);
@@ -261,7 +236,7 @@ BACKEND_TEST(promise_conn, half_close)
 	rl_promise_ctx *ctx = topen(loop);
 	rl_promise_conn *c;
 	char buf[16];
-	struct seen s;
+	struct tsettled s;
 	int sfd, peer;
 
 	tpair(AF_UNIX, &sfd, &peer);
@@ -273,10 +248,10 @@ BACKEND_TEST(promise_conn, half_close)
 	tread(loop, c, buf, sizeof(buf), 5000, &s);
 	cr_assert_eq(s.err, 0);
 	cr_assert_eq(s.v.i, 0);
-	watch(rl_promise_conn_write(c, "back", 4), &s);
+	twatch(rl_promise_conn_write(c, "back", 4), &s);
 	trun_until(loop, s.calls == 1);
 	cr_assert_eq(s.v.i, 4);
-	watch(rl_promise_conn_shutdown(c), &s);
+	twatch(rl_promise_conn_shutdown(c), &s);
 	trun_until(loop, s.calls == 1);
 	cr_assert_eq(s.err, 0);
 	cr_assert_eq(read(peer, buf, sizeof(buf)), 4);
@@ -299,14 +274,14 @@ BACKEND_TEST(promise_conn, close_with_read_and_write_pending)
 	char *big = calloc(1, 16 << 20), buf[16];
 	static char sink[65536];
 	rl_promise_conn *c;
-	struct seen r, w;
+	struct tsettled r, w;
 	int sfd, peer;
 	ssize_t n;
 
 	tpair(AF_INET, &sfd, &peer);
 	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
-	watch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &r);
-	watch(rl_promise_conn_write(c, big, 16 << 20), &w);
+	twatch(rl_promise_conn_read(c, buf, sizeof(buf), 0), &r);
+	twatch(rl_promise_conn_write(c, big, 16 << 20), &w);
 	trun_for(loop, 30);
 	cr_assert_eq(r.calls + w.calls, 0);
 	cr_assert_eq(rl_promise_conn_close(c), 0);
@@ -374,7 +349,7 @@ BACKEND_TEST(promise_conn, peer_sending_more_than_read_stays_bounded)
 	rl_promise_ctx *ctx;
 	rl_promise_conn *c;
 	char *buf = malloc(65536);
-	struct seen s;
+	struct tsettled s;
 	size_t sent, held, total = 0;
 	int sfd, peer;
 

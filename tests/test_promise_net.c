@@ -12,32 +12,6 @@
 #include "net_helpers.h"
 #include "promise_helpers.h"
 
-/* What a promise settled with, seen from a subscription. */
-struct seen {
-	int calls;
-	int err;
-	struct rl_value v;
-};
-
-static void seen_fn(rl_promise *p, void *arg)
-{
-	struct seen *s = arg;
-	struct rl_settlement o;
-
-	cr_assert_neq(rl_promise_result(p, &o), RL_PROMISE_PENDING);
-	s->calls++;
-	s->err = o.err;
-	s->v = o.value;
-	rl_promise_unref(p);
-}
-
-static void watch(rl_promise *p, struct seen *s)
-{
-	memset(s, 0, sizeof(*s));
-	cr_assert_not_null(p);
-	cr_assert_eq(rl_promise_subscribe(p, seen_fn, s), 0);
-}
-
 /* -------------------------------------------- a promise echo server */
 
 /* Each connection: recv, then send what came, then recv again... until
@@ -142,7 +116,7 @@ BACKEND_TEST(promise_net, echo_every_family)
 	rl_promise_ctx *ctx = topen(loop);
 	struct pserver s;
 	struct rl_addr a;
-	struct seen conn, snd, rcv, shut;
+	struct tsettled conn, snd, rcv, shut;
 	unsigned char *msg = malloc(LEN), *back = malloc(LEN);
 	int fd;
 
@@ -152,17 +126,18 @@ BACKEND_TEST(promise_net, echo_every_family)
 		s.ctx = ctx;
 		s.lfd = tlisten(&a, tnet_family[f], 8);
 		paccept(&s);
-		watch(rl_promise_net_connect(ctx, &a, RL_CONNECT_NODELAY, 5000),
-		      &conn);
+		twatch(rl_promise_net_connect(ctx, &a, RL_CONNECT_NODELAY,
+					      5000),
+		       &conn);
 		trun_until(loop, conn.calls == 1 && s.accepted == 1);
 		cr_assert_eq(conn.err, 0, "%s", rl_strerror(conn.err));
 		fd = (int)conn.v.i;
 		cr_assert_geq(fd, 0);
-		watch(rl_promise_net_send(ctx, fd, msg, LEN, 0), &snd);
+		twatch(rl_promise_net_send(ctx, fd, msg, LEN, 0), &snd);
 		for (size_t got = 0; got < LEN; got += (size_t)rcv.v.i) {
-			watch(rl_promise_net_recv(ctx, fd, back + got,
-						  LEN - got),
-			      &rcv);
+			twatch(rl_promise_net_recv(ctx, fd, back + got,
+						   LEN - got),
+			       &rcv);
 			trun_until(loop, rcv.calls == 1);
 			cr_assert_eq(rcv.err, 0);
 			cr_assert_gt(rcv.v.i, 0);
@@ -171,8 +146,8 @@ BACKEND_TEST(promise_net, echo_every_family)
 		cr_assert_eq(memcmp(msg, back, LEN), 0);
 		cr_assert_eq(snd.calls, 1);
 		cr_assert_eq(snd.v.i, LEN);
-		watch(rl_promise_net_shutdown(ctx, fd, SHUT_WR), &shut);
-		watch(rl_promise_net_recv(ctx, fd, back, LEN), &rcv);
+		twatch(rl_promise_net_shutdown(ctx, fd, SHUT_WR), &shut);
+		twatch(rl_promise_net_recv(ctx, fd, back, LEN), &rcv);
 		/* The shutdown completes on an io-wq worker on io_uring: the
 		 * server may see the end before its promise settles. */
 		trun_until(loop,
@@ -186,7 +161,7 @@ BACKEND_TEST(promise_net, echo_every_family)
 		close(fd);
 		/* Stop the server: its accept in flight rejects. */
 		cr_assert_eq(rl_promise_cancel(s.acc), 0);
-		watch(rl_promise_fs_close(ctx, s.lfd), &shut);
+		twatch(rl_promise_fs_close(ctx, s.lfd), &shut);
 		trun(loop);
 		cr_assert_null(s.acc);
 		cr_assert_eq(shut.err, 0);
@@ -202,24 +177,24 @@ BACKEND_TEST(promise_net, errors_and_datagrams)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen r, s2;
+	struct tsettled r, s2;
 	struct rl_addr a, b;
 	char dgram[16] = { 0 };
 	struct iovec siov = { (void *)"hello", 5 }, riov = { dgram, 16 };
 	struct msghdr sm, rm;
 	int lfd, u1, u2, peer;
 
-	watch(rl_promise_net_recv(ctx, -1, dgram, 1), &r);
+	twatch(rl_promise_net_recv(ctx, -1, dgram, 1), &r);
 	trun(loop);
 	cr_assert_eq(r.err, -EBADF);
-	watch(rl_promise_net_send(ctx, 0, dgram, 1, 99), &r);
+	twatch(rl_promise_net_send(ctx, 0, dgram, 1, 99), &r);
 	trun(loop);
 	cr_assert_eq(r.err, -EINVAL);
 	cr_assert_null(rl_promise_net_accept(NULL, 0));
 
 	lfd = tlisten(&a, AF_INET, 1);
 	close(lfd);
-	watch(rl_promise_net_connect(ctx, &a, 0, 0), &r);
+	twatch(rl_promise_net_connect(ctx, &a, 0, 0), &r);
 	trun(loop);
 	cr_assert_eq(r.err, -ECONNREFUSED);
 
@@ -230,7 +205,7 @@ BACKEND_TEST(promise_net, errors_and_datagrams)
 	cr_assert_eq(listen(lfd, 0), 0);
 	rl_net_local_addr(lfd, &a);
 	peer = tconnect(&a);
-	watch(rl_promise_net_connect(ctx, &a, 0, 100), &r);
+	twatch(rl_promise_net_connect(ctx, &a, 0, 100), &r);
 	trun(loop);
 	cr_assert_eq(r.err, -ETIMEDOUT);
 	close(peer);
@@ -248,8 +223,8 @@ BACKEND_TEST(promise_net, errors_and_datagrams)
 	sm.msg_namelen = b.len;
 	sm.msg_iov = &siov;
 	sm.msg_iovlen = 1;
-	watch(rl_promise_net_recvmsg(ctx, u2, &rm), &r);
-	watch(rl_promise_net_sendmsg(ctx, u1, &sm), &s2);
+	twatch(rl_promise_net_recvmsg(ctx, u2, &rm), &r);
+	twatch(rl_promise_net_sendmsg(ctx, u1, &sm), &s2);
 	trun(loop);
 	cr_assert_eq(s2.v.i, 5);
 	cr_assert_eq(r.v.i, 5);
@@ -265,7 +240,7 @@ BACKEND_TEST(promise_net, cancel)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen r, t, d;
+	struct tsettled r, t, d;
 	rl_promise *p, *q, *derived;
 	char buf[8];
 	int s, peer;
@@ -277,11 +252,11 @@ BACKEND_TEST(promise_net, cancel)
 	cr_assert_eq(rl_promise_cancel(NULL), -EINVAL);
 	cr_assert_eq(rl_promise_cancel(p), 0);
 	cr_assert_eq(rl_promise_cancel(p), -EALREADY);
-	watch(rl_promise_ref(p), &r);
-	watch(derived, &d);
+	twatch(rl_promise_ref(p), &r);
+	twatch(derived, &d);
 	q = rl_promise_sleep(ctx, 60000);
 	cr_assert_eq(rl_promise_cancel(q), 0);
-	watch(q, &t);
+	twatch(q, &t);
 	trun(loop); /* no minute-long wait: the timer went */
 	cr_assert_eq(r.err, -ECANCELED);
 	cr_assert_eq(d.err, -ECANCELED);
@@ -294,7 +269,7 @@ BACKEND_TEST(promise_net, cancel)
 	rl_promise_unref(p);
 	/* The data after a cancelled recv is still in the socket. */
 	cr_assert_eq(write(peer, "xy", 2), 2);
-	watch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
+	twatch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
 	trun(loop);
 	cr_assert_eq(r.v.i, 2);
 	close(s);
@@ -309,7 +284,7 @@ BACKEND_TEST(promise_net, timeout_cancels_the_loser)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen r;
+	struct tsettled r;
 	rl_promise *p;
 	char buf[8];
 	uint64_t t0;
@@ -319,7 +294,7 @@ BACKEND_TEST(promise_net, timeout_cancels_the_loser)
 	/* The sleep counts from the loop's now, taken once per iteration
 	 * (here: when the loop opened), which the clock may be past. */
 	t0 = rl_now_ms(loop);
-	watch(rl_promise_timeout(rl_promise_net_recv(ctx, s, buf, 8), 80), &r);
+	twatch(rl_promise_timeout(rl_promise_net_recv(ctx, s, buf, 8), 80), &r);
 	trun(loop);
 	cr_assert_eq(r.calls, 1);
 	cr_assert_eq(r.err, -ETIMEDOUT);
@@ -329,8 +304,8 @@ BACKEND_TEST(promise_net, timeout_cancels_the_loser)
 	/* In time: the data, and no 60 s wait for the sleep. */
 	cr_assert_eq(write(peer, "abc", 3), 3);
 	t0 = tnow_ms();
-	watch(rl_promise_timeout(rl_promise_net_recv(ctx, s, buf, 8), 60000),
-	      &r);
+	twatch(rl_promise_timeout(rl_promise_net_recv(ctx, s, buf, 8), 60000),
+	       &r);
 	trun(loop);
 	cr_assert_eq(r.err, 0);
 	cr_assert_eq(r.v.i, 3);
@@ -341,7 +316,7 @@ BACKEND_TEST(promise_net, timeout_cancels_the_loser)
 	/* A promise with no request: rejected at the time, then dropped
 	 * without a leak. */
 	p = rl_promise_new(ctx);
-	watch(rl_promise_timeout(rl_promise_ref(p), 20), &r);
+	twatch(rl_promise_timeout(rl_promise_ref(p), 20), &r);
 	trun(loop);
 	cr_assert_eq(r.err, -ETIMEDOUT);
 	cr_assert_eq(rl_promise_resolve(p, V(1)), 0);
@@ -360,16 +335,16 @@ BACKEND_TEST(promise_net, timeout_racing_data_loses_nothing)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen r;
+	struct tsettled r;
 	char buf[8];
 	int s, peer, got = 0, timed = 0;
 
 	tpair(AF_INET, &s, &peer);
 	for (int i = 0; i < 200; i++) {
 		cr_assert_eq(write(peer, "abcd", 4), 4);
-		watch(rl_promise_timeout(rl_promise_net_recv(ctx, s, buf, 8),
-					 (uint64_t)(i % 2)),
-		      &r);
+		twatch(rl_promise_timeout(rl_promise_net_recv(ctx, s, buf, 8),
+					  (uint64_t)(i % 2)),
+		       &r);
 		trun(loop);
 		cr_assert_eq(r.calls, 1);
 		if (r.err == 0) {
@@ -393,13 +368,13 @@ BACKEND_TEST(promise_net, peer_reset)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen r;
+	struct tsettled r;
 	struct linger lin = { 1, 0 };
 	char buf[8], *big = calloc(1, 8 << 20);
 	int s, peer;
 
 	tpair(AF_INET, &s, &peer);
-	watch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
+	twatch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
 	trun_for(loop, 10);
 	setsockopt(peer, SOL_SOCKET, SO_LINGER, &lin, sizeof(lin));
 	close(peer);
@@ -408,7 +383,7 @@ BACKEND_TEST(promise_net, peer_reset)
 	close(s);
 
 	tpair(AF_INET6, &s, &peer);
-	watch(rl_promise_net_send(ctx, s, big, 8 << 20, 0), &r);
+	twatch(rl_promise_net_send(ctx, s, big, 8 << 20, 0), &r);
 	trun_for(loop, 20);
 	cr_assert_eq(r.calls, 0);
 	setsockopt(peer, SOL_SOCKET, SO_LINGER, &lin, sizeof(lin));
@@ -472,21 +447,21 @@ BACKEND_TEST(promise_net, half_close)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen shut, r;
+	struct tsettled shut, r;
 	char buf[16];
 	int s, peer;
 
 	tpair(AF_UNIX, &s, &peer);
-	watch(rl_promise_net_shutdown(ctx, s, SHUT_WR), &shut);
+	twatch(rl_promise_net_shutdown(ctx, s, SHUT_WR), &shut);
 	trun(loop);
 	cr_assert_eq(shut.err, 0);
 	cr_assert_eq(read(peer, buf, sizeof(buf)), 0);
 	cr_assert_eq(write(peer, "late", 4), 4);
-	watch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
+	twatch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
 	trun(loop);
 	cr_assert_eq(r.v.i, 4);
 	close(peer);
-	watch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
+	twatch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &r);
 	trun(loop);
 	cr_assert_eq(r.err, 0);
 	cr_assert_eq(r.v.i, 0);
@@ -500,15 +475,15 @@ BACKEND_TEST(promise_net, slow_sender)
 {
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen r;
+	struct tsettled r;
 	unsigned char b, out;
 	int s, peer;
 
 	tpair(AF_INET, &s, &peer);
 	for (size_t i = 0; i < 8; i++) {
-		watch(rl_promise_timeout(rl_promise_net_recv(ctx, s, &b, 1),
-					 1000),
-		      &r);
+		twatch(rl_promise_timeout(rl_promise_net_recv(ctx, s, &b, 1),
+					  1000),
+		       &r);
 		trun_for(loop, 30);
 		cr_assert_eq(r.calls, 0);
 		out = tpat(i);
@@ -518,7 +493,7 @@ BACKEND_TEST(promise_net, slow_sender)
 		cr_assert_eq(r.v.i, 1);
 		cr_assert_eq(b, tpat(i));
 	}
-	watch(rl_promise_timeout(rl_promise_net_recv(ctx, s, &b, 1), 50), &r);
+	twatch(rl_promise_timeout(rl_promise_net_recv(ctx, s, &b, 1), 50), &r);
 	trun(loop);
 	cr_assert_eq(r.err, -ETIMEDOUT);
 	close(s);
@@ -533,7 +508,7 @@ BACKEND_TEST(promise_net, close_loop_with_promises_pending)
 	int base = tfd_count();
 	rl_loop *loop = tloop(tp);
 	rl_promise_ctx *ctx = topen(loop);
-	struct seen acc, rcv, snd, conn, tmo;
+	struct tsettled acc, rcv, snd, conn, tmo;
 	struct rl_addr a, full;
 	char buf[8], *big = calloc(1, 16 << 20);
 	int lfd, s, peer, s2, peer2, fd, filler;
@@ -546,13 +521,13 @@ BACKEND_TEST(promise_net, close_loop_with_promises_pending)
 	cr_assert_eq(listen(fd, 0), 0);
 	rl_net_local_addr(fd, &full);
 	filler = tconnect(&full);
-	watch(rl_promise_net_accept(ctx, lfd), &acc);
-	watch(rl_promise_net_send(ctx, s, big, 16 << 20, 0), &snd);
-	watch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &rcv);
-	watch(rl_promise_net_connect(ctx, &full, 0, 0), &conn);
+	twatch(rl_promise_net_accept(ctx, lfd), &acc);
+	twatch(rl_promise_net_send(ctx, s, big, 16 << 20, 0), &snd);
+	twatch(rl_promise_net_recv(ctx, s, buf, sizeof(buf)), &rcv);
+	twatch(rl_promise_net_connect(ctx, &full, 0, 0), &conn);
 	tpair(AF_UNIX, &s2, &peer2);
-	watch(rl_promise_timeout(rl_promise_net_recv(ctx, s2, buf, 8), 60000),
-	      &tmo);
+	twatch(rl_promise_timeout(rl_promise_net_recv(ctx, s2, buf, 8), 60000),
+	       &tmo);
 	trun_for(loop, 20);
 	cr_assert_eq(rl_loop_close(loop), 0);
 	cr_assert_eq(acc.err, -ECANCELED);
