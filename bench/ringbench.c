@@ -164,7 +164,7 @@ struct backend {
 static const struct backend backends[] = {
 	{ "uring", RL_BACKEND_URING, 0, ONE_LOOP },
 	{ "epoll", RL_BACKEND_EPOLL, 0, ONE_LOOP },
-	{ "epoll-pool", RL_BACKEND_EPOLL, RL_NO_INLINE, ONE_LOOP },
+	{ "epoll-pool", RL_BACKEND_EPOLL, RL_NO_INLINE | RL_NO_AIO, ONE_LOOP },
 	{ "uring-spread", RL_BACKEND_URING, 0, SPREAD },
 	{ "epoll-spread", RL_BACKEND_EPOLL, 0, SPREAD },
 	{ "uring-tpc", RL_BACKEND_URING, 0, TPC },

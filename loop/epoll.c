@@ -249,6 +249,8 @@ static void ep_submit(rl_loop *loop, rl_req *req)
 	rl__epr(req)->gen = ep->fd_gen;
 	rl__epr(req)->res[0] = 0;
 	rl__epr(req)->res[1] = 0;
+	if (rl__ep_aio_take(loop, ep, req))
+		return;
 	if (ep->inline_ok) {
 		/* Not now: the next wait() sees the whole burst. Requests
 		 * the fast path cannot do (stat) wait in the same queue, so
@@ -365,6 +367,8 @@ static int reap(rl_loop *loop, struct rl__ep *ep)
 		loop->stats.pool_jobs++;
 		n += pool_done(loop, ep, req);
 	}
+	if (ep->in_aio)
+		n += rl__ep_aio_reap(loop, ep);
 	return n;
 }
 
@@ -461,6 +465,7 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 	done = rl__ep_net_run(loop, ep);
 	timeout_ns = rl__ep_net_timeout(ep, timeout_ns);
 	run_inline(loop, ep);
+	rl__ep_aio_flush(loop, ep);
 	flush_batch(loop, ep);
 	done += reap(loop, ep);
 	/* Spin only while a CPU is left over: with every CPU running a
@@ -478,7 +483,10 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 	}
 	for (;;) {
 		/* What the reaping sent to the pool (a retry, a read that
-		 * found nothing to poll) goes before any sleep. */
+		 * found nothing to poll, a direct read AIO could not do
+		 * without blocking) goes before any sleep, and so do the
+		 * direct reads and writes queued since the last flush. */
+		rl__ep_aio_flush(loop, ep);
 		flush_batch(loop, ep);
 		/* Completions in hand, or no waiting allowed, or a job
 		 * finished just now: only the watched fds need a look, if
@@ -568,6 +576,7 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 		ep->ninline = 0;
 		rl__fifo_splice(&gone, &ep->batch);
 		rl__fifo_splice(&gone, &ep->fd_wait);
+		rl__ep_aio_closing(loop, ep);
 		while ((req = rl__fifo_pop(&gone))) {
 			rl__epr(req)->step = RL__EP_NONE;
 			fd_unhold(loop, ep, req, false);
@@ -630,6 +639,9 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 	case RL__EP_WATCH:
 		drop_watched(loop, ep, req);
 		break;
+	case RL__EP_AIO_QUEUED:
+		rl__ep_aio_cancel(ep, req);
+		break;
 	default:
 		/* Finished inline: rl__complete() turns the result into
 		 * -ECANCELED when the next wait() reaps it. */
@@ -662,6 +674,7 @@ static void ep_destroy(rl_loop *loop)
 		return;
 	/* Joining first: a worker's last eventfd write must find it open. */
 	rl__pool_destroy(&ep->pool);
+	rl__ep_aio_free(ep);
 	rl__ep_fs_free(ep);
 	rl__ep_watch_free(ep);
 	rl__pool_destroy(&ep->slow);
@@ -683,6 +696,7 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 	if (!ep)
 		return -ENOMEM;
 	ep->inline_ok = !(opt->flags & RL_NO_INLINE);
+	ep->aio_off = opt->flags & RL_NO_AIO;
 	ep->ncpu = rl__pool_size(0);
 	ep->openat2_ok = true;
 	ep->dirty_head = -1;

@@ -57,6 +57,8 @@ enum {
 	RL__EP_NET_NEW,	 /* a socket request, started at the next wait() */
 	RL__EP_STARVED,	 /* a recv stream waiting for provided buffers */
 	RL__EP_FD_WAIT,	 /* a read_file waiting for an fd (see above) */
+	RL__EP_AIO_QUEUED, /* a direct read or write for the next io_submit */
+	RL__EP_AIO,	   /* in the kernel through AIO (epoll_aio.c) */
 };
 
 /* What is known about a read's fd (rl__ep_req.bflags), set by the loop
@@ -135,6 +137,12 @@ struct rl__ep {
 	struct rl__fifo starved; /* RL__EP_STARVED */
 	rl_req *deadlines;	 /* connects with a timeout, soonest first */
 	struct rl__pool slow;	 /* jobs that may block for good */
+	/* Direct I/O through Linux AIO (epoll_aio.c). */
+	uint64_t aio_ctx;	   /* aio_context_t, 0 until the first use */
+	bool aio_off;		   /* RL_NO_AIO, or the kernel refused */
+	unsigned in_aio;	   /* RL__EP_AIO */
+	unsigned naio_queued;	   /* RL__EP_AIO_QUEUED */
+	struct rl__fifo aio_queue; /* RL__EP_AIO_QUEUED */
 };
 
 /* What this backend keeps in a request (its private words, req.h). */
@@ -242,8 +250,25 @@ void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req);
  * learn from it (which fds are O_DIRECT). */
 void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res);
 void rl__ep_fs_free(struct rl__ep *ep);
+/* Whether rl_fs_open() opened fd with O_DIRECT (a hint: see epoll_fs.c). */
+bool rl__ep_fs_is_direct(const struct rl__ep *ep, int fd);
 /* A read_file streaming from req->fd ends (cancel, close, its end): the
  * fd is closed. */
 void rl__ep_fs_stream_close(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+
+/* epoll_aio.c: reads and writes of O_DIRECT fds through Linux AIO. */
+/* Queues req for the next io_submit() when AIO can do it; false when it
+ * takes the usual way. */
+bool rl__ep_aio_take(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+/* Submits what is queued (before a wait). */
+void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep);
+/* Completes what the kernel finished; returns how many completed. */
+int rl__ep_aio_reap(rl_loop *loop, struct rl__ep *ep);
+/* Takes req out of the queue if it is still there; false when it is in
+ * the kernel (it finishes as it will). */
+bool rl__ep_aio_cancel(struct rl__ep *ep, rl_req *req);
+/* Closing: the queued requests finish with -ECANCELED. */
+void rl__ep_aio_closing(rl_loop *loop, struct rl__ep *ep);
+void rl__ep_aio_free(struct rl__ep *ep);
 
 #endif /* RINGLOOP_EPOLL_H */

@@ -602,7 +602,7 @@ bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
  * and an O_DIRECT fd from open(2) is read on the loop thread (rl_fs_open()
  * says so).
  */
-static bool is_direct(const struct rl__ep *ep, int fd)
+bool rl__ep_fs_is_direct(const struct rl__ep *ep, int fd)
 {
 	unsigned w = (unsigned)fd / 64;
 
@@ -658,7 +658,7 @@ bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req)
 	case RL_OP_READ:
 	case RL_OP_READV:
 	case RL_OP_READ_FIXED:
-		return ep->inline_ok && !is_direct(ep, req->fd);
+		return ep->inline_ok && !rl__ep_fs_is_direct(ep, req->fd);
 	case RL_OP_CLOSE:
 		return ep->inline_ok;
 	}

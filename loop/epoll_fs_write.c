@@ -53,10 +53,11 @@ static int wait_writable(int fd)
 	}
 }
 
-/* Writes all of req's data to fd; len, or -errno. */
+/* Writes all of req's data to fd; len, or -errno. A write that AIO cut
+ * short (epoll_aio.c) goes on from where it stopped, res[1]. */
 static int64_t write_all(rl_req *req, int fd)
 {
-	size_t done = 0;
+	size_t done = (size_t)rl__epr(req)->res[1];
 	ssize_t r;
 	int err;
 

@@ -27,7 +27,7 @@ static const struct tp backends[] = {
 	{ RL_BACKEND_URING, RL_NO_DIRECT | RL_SHARED_RING, "uring-nodirect" },
 #ifndef RL_TEST_URING_ONLY
 	{ RL_BACKEND_EPOLL, 0, "epoll" },
-	{ RL_BACKEND_EPOLL, RL_NO_INLINE, "epoll-pool" },
+	{ RL_BACKEND_EPOLL, RL_NO_INLINE | RL_NO_AIO, "epoll-pool" },
 #endif
 };
 

@@ -123,6 +123,9 @@ enum rl_flags {
 				      * default SINGLE_ISSUER |
 				      * DEFER_TASKRUN one (with either of
 				      * those: -EINVAL) */
+	RL_NO_AIO = 1u << 12,	    /* epoll: reads and writes of O_DIRECT
+				      * files go to the pool, not to Linux
+				      * AIO (see rl_fs_open()) */
 };
 
 /* The default of rl_options.read_file_max: 1 GiB. */
@@ -361,6 +364,10 @@ struct rl_stats {
 				      * (SQ full, CQ budget or slots) */
 	uint64_t net_dry;	     /* times a stream receive waited for a
 				      * provided buffer (all in use) */
+	uint64_t aio;		     /* epoll: direct reads and writes the
+				      * kernel took with Linux AIO (those it
+				      * sent back as would-block went on to
+				      * the pool: pool_jobs) */
 };
 
 void rl_loop_stats(const rl_loop *loop, struct rl_stats *out);
@@ -458,8 +465,11 @@ void rl_req_init(rl_req *req);
  * The fd is the caller's to close. If the request is cancelled after the
  * kernel opened the file, the loop closes the fd itself. On epoll, open
  * O_DIRECT files with this call rather than open(2): the loop then knows
- * to send their reads to the pool, since a direct read waits for the
- * device even where buffered reads would not. Special files open as a
+ * that their reads wait for the device even where buffered reads would
+ * not, and hands their reads and writes at an offset to the kernel with
+ * Linux AIO (io_submit with RWF_NOWAIT; what would block goes to the
+ * pool), or to the pool with RL_NO_AIO or where the kernel has no AIO
+ * (an O_DIRECT fd from open(2) is read on the loop thread). Special files open as a
  * blocking open(2) would let them, on every backend: an open for writing
  * of a FIFO waits for a reader; an open for reading of a FIFO returns at
  * once (as io_uring's does) and reads through the loop then wait for the
