@@ -63,14 +63,14 @@ static int thread_count(void)
 
 #ifdef TEST_AUDIT_ARCH
 /*
- * io_uring_setup() fails with EPERM, everything else is allowed. A
+ * The syscall nr fails with err, everything else is allowed. A
  * syscall made with another architecture's numbering (x86-64 can run
  * i386 code) is killed, since its numbers mean something else; on x86-64
  * the x32 ABI shares the architecture but sets bit 30 of the number,
  * which the comparison with the plain number lets through as a mismatch,
  * so x32's io_uring_setup is refused too.
  */
-static int deny_io_uring(void)
+static int deny_syscall(unsigned nr, int err)
 {
 	struct sock_filter filter[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
@@ -83,9 +83,10 @@ static int deny_io_uring(void)
 		/* x32: clear the ABI bit before comparing. */
 		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~0x40000000u),
 #endif
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K,
-			 SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+			 SECCOMP_RET_ERRNO |
+				 ((unsigned)err & SECCOMP_RET_DATA)),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = {
@@ -146,7 +147,7 @@ static int child_under_filter(const char *path, size_t size)
 	long r;
 
 	unsetenv("RINGLOOP_BACKEND");
-	r = deny_io_uring();
+	r = deny_syscall(__NR_io_uring_setup, EPERM);
 	if (r == -ENOSYS)
 		return STEP_NO_SECCOMP;
 	if (r < 0)
@@ -206,6 +207,84 @@ Test(fallback, seccomp_refused_io_uring_falls_back_to_epoll)
 				     sizeof(step_names) / sizeof(step_names[0])
 			     ? step_names[WEXITSTATUS(status)]
 			     : "?");
+}
+
+/*
+ * Linux AIO refused (io_setup fails with ENOSYS, as on a kernel built
+ * without it): the epoll backend's direct reads go to the pool and give
+ * the same bytes. Exit status: 0, 77 without seccomp, else the step.
+ */
+static int child_without_aio(const char *path)
+{
+	struct rl_options opt;
+	struct rl_stats st;
+	struct tseen s = { 0 };
+	rl_req req = { .data = &s };
+	rl_loop *loop = NULL;
+	unsigned char *buf = NULL;
+	long r;
+	int fd;
+
+	r = deny_syscall(__NR_io_setup, ENOSYS);
+	if (r == -ENOSYS)
+		return STEP_NO_SECCOMP;
+	if (r < 0)
+		return 1;
+	rl_options_init(&opt);
+	opt.backend = RL_BACKEND_EPOLL;
+	if (rl_loop_open(&loop, &opt) < 0)
+		return 2;
+	if (rl_fs_open(loop, &req, path, O_RDONLY | O_DIRECT | O_CLOEXEC, 0,
+		       tseen_cb) ||
+	    rl_run(loop, RL_RUN_DEFAULT) < 0 || s.calls != 1)
+		return 3;
+	if (s.result == -EINVAL)
+		return STEP_NO_SECCOMP + 1; /* no O_DIRECT here */
+	if (s.result < 0)
+		return 4;
+	fd = (int)s.result;
+	if (posix_memalign((void **)&buf, 4096, 4096))
+		return 5;
+	for (int i = 0; i < 8; i++) {
+		memset(&s, 0, sizeof(s));
+		memset(buf, 0, 4096);
+		if (rl_fs_read(loop, &req, fd, buf, 4096, (int64_t)i * 4096,
+			       tseen_cb) ||
+		    rl_run(loop, RL_RUN_DEFAULT) < 0)
+			return 6;
+		if (s.calls != 1 || s.result != 4096)
+			return 7;
+		for (size_t j = 0; j < 4096; j++)
+			if (buf[j] != tbyte("noaio", (size_t)i * 4096 + j))
+				return 8;
+	}
+	rl_loop_stats(loop, &st);
+	if (st.aio != 0 || st.pool_jobs < 8)
+		return 9;
+	close(fd);
+	free(buf);
+	return rl_loop_close(loop) ? 10 : 0;
+}
+
+Test(fallback, seccomp_refused_aio_leaves_direct_io_to_the_pool)
+{
+	const char *path = tfile("noaio", 8 * 4096);
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		_exit(child_without_aio(path));
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "child died: signal %d",
+		  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	if (WEXITSTATUS(status) == STEP_NO_SECCOMP)
+		cr_skip_test("seccomp() is not available here (valgrind?)");
+	if (WEXITSTATUS(status) == STEP_NO_SECCOMP + 1)
+		cr_skip_test("%s: no O_DIRECT on this file system", tdir());
+	cr_assert_eq(WEXITSTATUS(status), 0, "child failed at step %d",
+		     WEXITSTATUS(status));
 }
 #endif /* TEST_AUDIT_ARCH */
 
