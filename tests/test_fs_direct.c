@@ -95,6 +95,27 @@ static void check_block(const char *name, const unsigned char *buf,
 			     (unsigned long long)off);
 }
 
+/* Odd i: writes block i from bufs with the pattern of wname; even i:
+ * reads block i into bufs. */
+static void submit_rw(rl_loop *loop, struct dreq *r, int fd,
+		      unsigned char *bufs, unsigned i, const char *wname)
+{
+	unsigned char *buf = bufs + (size_t)i * BS;
+	int64_t off = (int64_t)i * BS;
+
+	if (i % 2) {
+		for (size_t j = 0; j < BS; j++)
+			buf[j] = tbyte(wname, (size_t)off + j);
+		cr_assert_eq(
+			rl_fs_write(loop, &r->req, fd, buf, BS, off, dreq_cb),
+			0);
+	} else {
+		cr_assert_eq(
+			rl_fs_read(loop, &r->req, fd, buf, BS, off, dreq_cb),
+			0);
+	}
+}
+
 /* Where the epoll backend can be expected to take direct reads through
  * AIO without falling back: a disk file system whose direct I/O honours
  * RWF_NOWAIT. */
@@ -370,21 +391,8 @@ BACKEND_TEST(fs_direct, cancel_before_and_after_submission)
 
 	for (int pass = 0; pass < 2; pass++) {
 		memset(reqs, 0, sizeof(reqs));
-		for (unsigned i = 0; i < N; i++) {
-			bool w = i % 2;
-
-			if (w)
-				for (size_t j = 0; j < BS; j++)
-					bufs[i * BS + j] = tbyte(
-						"cancel", (size_t)i * BS + j);
-			cr_assert_eq(w ? rl_fs_write(loop, &reqs[i].req, fd,
-						     bufs + i * BS, BS,
-						     (int64_t)i * BS, dreq_cb)
-				       : rl_fs_read(loop, &reqs[i].req, fd,
-						    bufs + i * BS, BS,
-						    (int64_t)i * BS, dreq_cb),
-				     0);
-		}
+		for (unsigned i = 0; i < N; i++)
+			submit_rw(loop, &reqs[i], fd, bufs, i, "cancel");
 		if (pass)
 			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 		for (unsigned i = 0; i < N; i++) {
@@ -438,18 +446,7 @@ BACKEND_TEST(fs_direct, close_with_direct_io_in_flight)
 
 	memset(reqs, 0, sizeof(reqs));
 	for (unsigned i = 0; i < N; i++) {
-		bool w = i % 2;
-
-		if (w)
-			for (size_t j = 0; j < BS; j++)
-				bufs[i * BS + j] =
-					tbyte("fresh", (size_t)i * BS + j);
-		cr_assert_eq(
-			w ? rl_fs_write(loop, &reqs[i].req, fd, bufs + i * BS,
-					BS, (int64_t)i * BS, dreq_cb)
-			  : rl_fs_read(loop, &reqs[i].req, fd, bufs + i * BS,
-				       BS, (int64_t)i * BS, dreq_cb),
-			0);
+		submit_rw(loop, &reqs[i], fd, bufs, i, "fresh");
 		/* Half of them reach the kernel before the close. */
 		if (i == N / 2)
 			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
