@@ -407,6 +407,14 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		      unsigned tag, int32_t res)
 {
+	/* A wait in an io-wq worker that the loop's close interrupted (a
+	 * FIFO's open for writing, in rl_fs_open() or in write_file's chain
+	 * or steps; a blocked write): -ECANCELED, as rl_loop_close() says,
+	 * for every request that can wait, not only the single-SQE ones.
+	 * Not a close: Linux has closed the fd even when close() says
+	 * EINTR. */
+	if (res == -EINTR && u->closing && req->op != RL_OP_CLOSE)
+		res = -ECANCELED;
 	if (req->op == RL_OP_READ_FILE) {
 		if (rl__ur(req)->step == STEP_CHAIN)
 			chain_cqe(loop, u, req, tag, res);
@@ -446,9 +454,6 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		rl__uring_push_or_queue(loop, u, req, &u->cont);
 		return;
 	}
-	/* A wait in an io-wq worker that the loop's close interrupted. */
-	if (res == -EINTR && u->closing && req->op != RL_OP_CLOSE)
-		res = -ECANCELED;
 	rl__uring_complete(loop, u, req, res);
 }
 

@@ -1046,6 +1046,62 @@ BACKEND_TEST(fs_attack, write_file_fifo_without_reader_deadline, .timeout = 60)
 	fifo_nobody_reads(tp, 1);
 }
 
+/* On io_uring this said -EINTR: the close's cancel interrupts the open
+ * waiting in an io-wq worker, and only single-SQE requests turned that
+ * into -ECANCELED. */
+BACKEND_TEST(fs_attack, write_file_fifo_without_reader_loop_closed,
+	     .timeout = 60)
+{
+	fifo_nobody_reads(tp, 2);
+}
+
+/*
+ * Every request that waits in an io-wq worker (RL_FORCE_ASYNC), when the
+ * loop closes: a write to a full pipe, write_file and an open for writing
+ * of a FIFO without a reader. Each says -ECANCELED, once.
+ */
+BACKEND_TEST(fs_attack, loop_closed_on_waits_in_workers, .timeout = 60)
+{
+	static char big[256 << 10];
+	const char *fifo = spath("fifo-workers");
+	struct rl_options opt;
+	struct one w, wf, op;
+	int pfd[2];
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.flags = RL_FORCE_ASYNC;
+	loop = tloop_opts(tp, &opt);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	cr_assert_eq(rl_fs_write(loop, one_req(&w), pfd[1], big, sizeof(big),
+				 -1, tseen_cb),
+		     0);
+	cr_assert_eq(rl_fs_write_file(loop, one_req(&wf), fifo, "x", 1, 0, 0644,
+				      tseen_cb),
+		     0);
+	cr_assert_eq(rl_fs_open(loop, one_req(&op), fifo, O_WRONLY | O_CLOEXEC,
+				0, tseen_cb),
+		     0);
+	for (int i = 0; i < 30; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(w.s.calls + wf.s.calls + op.s.calls, 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(w.s.calls, 1);
+	cr_assert_eq(wf.s.calls, 1);
+	cr_assert_eq(op.s.calls, 1);
+	cr_assert_eq(w.s.result, -ECANCELED, "write: %s",
+		     rl_strerror((int)w.s.result));
+	cr_assert_eq(wf.s.result, -ECANCELED, "write_file: %s",
+		     rl_strerror((int)wf.s.result));
+	cr_assert_eq(op.s.result, -ECANCELED, "open: %s",
+		     rl_strerror((int)op.s.result));
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
 /* The reader of a FIFO opens it and goes away at once: write_file then
  * meets a FIFO without a reader in the middle of its write: -EPIPE. */
 static void *open_and_leave(void *arg)
