@@ -185,9 +185,21 @@ void rl__uring_write_stop(rl_loop *loop, rl_req *req)
 void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			 int32_t res)
 {
-	int ret = written(u, req, res);
+	struct rl__uring_req *ur = rl__ur(req);
+	int ret;
 
 	u->cq_owed -= 1;
+	/* An offset on an fd without a position: io_uring ignores it for a
+	 * pipe but refuses it for a socket (-ESPIPE); the write goes at -1
+	 * then, as on a pipe and on the epoll backend (rl__ep_rw()). */
+	if (res == -ESPIPE && ur->res[0] >= 0 && ur->res[1] == 0 &&
+	    !rl__uring_stopping(u, req)) {
+		ur->res[0] = -1;
+		ur->step = WRITE_STREAM;
+		rl__uring_push_or_queue(loop, u, req, &u->cont);
+		return;
+	}
+	ret = written(u, req, res);
 	if (ret == 1 && rl__ur(req)->res[0] < 0)
 		take_position(loop, req, res);
 	if (ret == 1)

@@ -365,6 +365,40 @@ BACKEND_TEST(fs_attack, socket_fd)
 	tclose(loop);
 }
 
+/*
+ * An offset given for a socket, which has no position: rl_fs_read() says
+ * it is ignored on every fd without one ("a pipe, a FIFO, a socket"), and
+ * writes do the same on a pipe. io_uring refused it for sockets with
+ * -ESPIPE while epoll ignored it: the same call gave different results.
+ */
+BACKEND_TEST(fs_attack, socket_offsets_are_ignored)
+{
+	char buf[16] = { 0 };
+	struct iovec iov = { buf, 10 };
+	int sv[2];
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	cr_assert_eq(do_write(loop, sv[0], "hello", 5, 1000), 5);
+	cr_assert_eq(
+		do_writev(loop, sv[0], &(struct iovec){ "world", 5 }, 1, 3), 5);
+	cr_assert_eq(do_read(loop, sv[1], buf, 10, 77), 10);
+	cr_assert_eq(memcmp(buf, "helloworld", 10), 0);
+	cr_assert_eq(do_write(loop, sv[0], "0123456789", 10, 0), 10);
+	{
+		struct one o;
+
+		cr_assert_eq(rl_fs_readv(loop, one_req(&o), sv[1], &iov, 1, 5,
+					 tseen_cb),
+			     0);
+		cr_assert_eq(one_result(loop, &o), 10);
+	}
+	cr_assert_eq(memcmp(buf, "0123456789", 10), 0);
+	close(sv[0]);
+	close(sv[1]);
+	tclose(loop);
+}
+
 /* An fd that is not open: -EBADF in the callback, from every request. */
 BACKEND_TEST(fs_attack, closed_fd)
 {
