@@ -25,7 +25,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coro_helpers.h"
 #include "helpers.h"
+#include "promise_helpers.h"
+#include "ringloop/callback.h"
 
 /* One request, run to idle, its result. */
 struct one {
@@ -1377,4 +1380,150 @@ BACKEND_TEST(fs_attack, null_arguments)
 	}
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0, "no callback may run");
 	tclose(loop);
+}
+
+/* ------------------------------------------------------------ the styles */
+
+/*
+ * The same attacks through each style: an fsync that fails inside
+ * write_file is the error (not success), a length past INT_MAX fails the
+ * call (no callback, a rejected promise, the coroutine's return), and a
+ * write_file blocked on a FIFO without a reader ends with -ECANCELED,
+ * once, when the loop closes under it.
+ */
+struct cb_res {
+	int calls;
+	int err;
+	int64_t value;
+};
+
+static void cb_res_fn(int err, int64_t value, void *arg)
+{
+	struct cb_res *r = arg;
+
+	r->calls++;
+	r->err = err;
+	r->value = value;
+}
+
+static int64_t null_fsync_result(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int64_t r;
+
+	cr_assert_geq(fd, 0);
+	r = sys(fsync(fd));
+	close(fd);
+	return r < 0 ? r : 4;
+}
+
+BACKEND_TEST(fs_attack, callback_style, .timeout = 60)
+{
+	const char *fifo = spath("cb-fifo");
+	int64_t want = null_fsync_result();
+	struct cb_res a = { 0 }, b = { 0 }, c = { 0 };
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_fs_write_file(cbs, "/dev/null", "data", 4,
+					 RL_WRITE_FILE_FSYNC, 0644, cb_res_fn,
+					 &a),
+		     0);
+	cr_assert_eq(rl_cb_fs_write(cbs, 1, "x", (size_t)INT_MAX + 1, 0,
+				    cb_res_fn, &b),
+		     -EINVAL);
+	trun(loop);
+	cr_assert_eq(a.calls, 1);
+	cr_assert_eq(a.err < 0 ? a.err : a.value, want, "%d %lld", a.err,
+		     (long long)a.value);
+	cr_assert_eq(b.calls, 0);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	cr_assert_eq(
+		rl_cb_fs_write_file(cbs, fifo, "x", 1, 0, 0644, cb_res_fn, &c),
+		0);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(c.calls, 0);
+	tclose(loop); /* closes the context too */
+	cr_assert_eq(c.calls, 1);
+	cr_assert_eq(c.err, -ECANCELED, "%s", rl_strerror(c.err));
+}
+
+BACKEND_TEST(fs_attack, promise_style, .timeout = 60)
+{
+	const char *fifo = spath("promise-fifo");
+	int64_t want = null_fsync_result();
+	struct tsettled a, b, c;
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+
+	twatch(rl_promise_fs_write_file(ctx, "/dev/null", "data", 4,
+					RL_WRITE_FILE_FSYNC, 0644),
+	       &a);
+	twatch(rl_promise_fs_write(ctx, 1, "x", (size_t)INT_MAX + 1, 0), &b);
+	trun(loop);
+	cr_assert_eq(a.calls, 1);
+	cr_assert_eq(a.err < 0 ? a.err : a.v.i, want, "%d %lld", a.err,
+		     (long long)a.v.i);
+	cr_assert_eq(b.calls, 1);
+	cr_assert_eq(b.err, -EINVAL);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	twatch(rl_promise_fs_write_file(ctx, fifo, "x", 1, 0, 0644), &c);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(c.calls, 0);
+	tclose(loop); /* closes the context too */
+	cr_assert_eq(c.calls, 1);
+	cr_assert_eq(c.err, -ECANCELED, "%s", rl_strerror(c.err));
+}
+
+struct coro_args {
+	const char *fifo;
+	int64_t fsync_res, huge_res, fifo_res;
+	int stage;
+};
+
+static int64_t coro_attacks(void *arg)
+{
+	struct coro_args *a = arg;
+
+	a->fsync_res = rl_coro_fs_write_file("/dev/null", "data", 4,
+					     RL_WRITE_FILE_FSYNC, 0644);
+	a->huge_res = rl_coro_fs_write(1, "x", (size_t)INT_MAX + 1, 0);
+	a->stage = 1;
+	a->fifo_res = rl_coro_fs_write_file(a->fifo, "x", 1, 0, 0644);
+	a->stage = 2;
+	return 0;
+}
+
+BACKEND_TEST(fs_attack, coro_style, .timeout = 60)
+{
+	struct coro_args a = { .fifo = spath("coro-fifo") };
+	int64_t want = null_fsync_result();
+	rl_loop *loop = tloop(tp);
+	rl_coro_ctx *s = tsched(loop);
+
+	cr_assert_eq(mkfifo(a.fifo, 0644), 0);
+	cr_assert_eq(rl_coro_spawn(s, NULL, coro_attacks, &a, NULL), 0);
+	for (int i = 0; i < 2000 && a.stage < 1; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(a.stage, 1);
+	cr_assert_eq(a.fsync_res, want, "%s", rl_strerror((int)a.fsync_res));
+	cr_assert_eq(a.huge_res, -EINVAL);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(a.stage, 1, "write_file of a FIFO without a reader ended");
+	tclose(loop); /* closes the scheduler first */
+	cr_assert_eq(a.stage, 2);
+	cr_assert_eq(a.fifo_res, -ECANCELED, "%s",
+		     rl_strerror((int)a.fifo_res));
 }
