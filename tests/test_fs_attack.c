@@ -1527,3 +1527,331 @@ BACKEND_TEST(fs_attack, coro_style, .timeout = 60)
 	cr_assert_eq(a.fifo_res, -ECANCELED, "%s",
 		     rl_strerror((int)a.fifo_res));
 }
+
+/* ----------------------------------------- renamed and unlinked under reads */
+
+/*
+ * read_files of one path while another thread replaces the file at that
+ * path (rename() of a prepared file over it) and unlinks it: each read
+ * gives one whole file - all of the first version or all of the second,
+ * never a mix nor a size of one with bytes of the other - or -ENOENT.
+ */
+struct swapper {
+	const char *path, *a, *b, *tmp;
+	size_t alen, blen;
+	volatile int stop;
+};
+
+static void put_file(const char *path, const char *name, size_t len)
+{
+	unsigned char *d = pattern(name, len);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, d, len), (ssize_t)len);
+	close(fd);
+	free(d);
+}
+
+static void *swap_files(void *arg)
+{
+	struct swapper *w = arg;
+
+	for (unsigned i = 0; !w->stop; i++) {
+		const char *src = i & 1 ? w->b : w->a;
+
+		/* A hard link keeps the source for the next round. */
+		if (link(src, w->tmp) == 0)
+			(void)!rename(w->tmp, w->path);
+		if (i % 7 == 3)
+			unlink(w->path);
+		usleep(50);
+	}
+	return NULL;
+}
+
+struct reader {
+	rl_loop *loop;
+	struct swapper *w;
+	rl_req req;
+	int left, whole_a, whole_b, gone, bad;
+};
+
+static void reread(rl_req *req)
+{
+	struct reader *r = req->data;
+	int64_t n = req->result;
+
+	if (n == -ENOENT)
+		r->gone++;
+	else if (n == (int64_t)r->w->alen) {
+		bool ok = true;
+
+		for (size_t i = 0; ok && i < r->w->alen; i++)
+			ok = ((unsigned char *)req->buf)[i] == tbyte("va", i);
+		ok ? r->whole_a++ : r->bad++;
+	} else if (n == (int64_t)r->w->blen) {
+		bool ok = true;
+
+		for (size_t i = 0; ok && i < r->w->blen; i++)
+			ok = ((unsigned char *)req->buf)[i] == tbyte("vb", i);
+		ok ? r->whole_b++ : r->bad++;
+	} else {
+		r->bad++;
+	}
+	if (--r->left > 0)
+		cr_assert_eq(rl_fs_read_file(r->loop, req, r->w->path, req->buf,
+					     req->len, RL_READ_FILE_GROW,
+					     reread),
+			     0);
+}
+
+BACKEND_TEST(fs_attack, read_file_while_renamed_and_unlinked, .timeout = 120)
+{
+	struct swapper w = {
+		.path = spath("swapped"),
+		.a = spath("va"),
+		.b = spath("vb"),
+		.tmp = spath("swap-tmp"),
+		.alen = 300000,
+		.blen = 70000,
+	};
+	struct reader r[4];
+	pthread_t th;
+	int a = 0, b = 0, gone = 0;
+	rl_loop *loop;
+
+	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
+		cr_skip_test("io_uring_enter blocks every thread under "
+			     "Valgrind");
+	put_file(w.a, "va", w.alen);
+	put_file(w.b, "vb", w.blen);
+	put_file(w.path, "va", w.alen);
+	loop = tloop(tp);
+	cr_assert_eq(pthread_create(&th, NULL, swap_files, &w), 0);
+	for (int i = 0; i < 4; i++) {
+		r[i] = (struct reader){ .loop = loop, .w = &w, .left = 400 };
+		r[i].req.data = &r[i];
+		cr_assert_eq(rl_fs_read_file(loop, &r[i].req, w.path, NULL, 0,
+					     RL_READ_FILE_GROW, reread),
+			     0);
+	}
+	trun(loop);
+	w.stop = 1;
+	pthread_join(th, NULL);
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(r[i].bad, 0, "%d reads saw a torn file", r[i].bad);
+		a += r[i].whole_a;
+		b += r[i].whole_b;
+		gone += r[i].gone;
+		free(r[i].req.buf);
+	}
+	cr_log_info("a %d b %d gone %d", a, b, gone);
+	tclose(loop);
+}
+
+/* ------------------------------ the loop closed on every kind of request */
+
+/*
+ * fsync, ftruncate, fallocate, rename, unlink, mkdir, rmdir and writes in
+ * flight when the loop closes: each callback runs once, and each that
+ * reports success did what it says (the file has the size, the directory
+ * exists, the name moved...).
+ */
+BACKEND_TEST(fs_attack, loop_closed_on_every_kind_of_request)
+{
+	enum { N = 24 };
+	static rl_req reqs[N * 8];
+	static struct tseen seen[N * 8];
+	static char names[N][4][640];
+	unsigned char *data = pattern("every", 65536);
+	int fds[N];
+	int k = 0, ok = 0;
+	int fds_before = tfd_count();
+	rl_loop *loop = tloop(tp);
+
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i][0], 640, "%s/file%d", tdir(), i);
+		snprintf(names[i][1], 640, "%s/moved%d", tdir(), i);
+		snprintf(names[i][2], 640, "%s/dir%d", tdir(), i);
+		snprintf(names[i][3], 640, "%s/gone%d", tdir(), i);
+		fds[i] = open(names[i][0],
+			      O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		cr_assert_geq(fds[i], 0);
+		put_file(names[i][3], "gone", 10);
+	}
+	for (int i = 0; i < N; i++) {
+		rl_req *q = &reqs[k];
+
+		for (int j = 0; j < 7; j++) {
+			reqs[k + j] = (rl_req){ .data = &seen[k + j] };
+			seen[k + j] = (struct tseen){ 0 };
+		}
+		cr_assert_eq(rl_fs_write(loop, &q[0], fds[i], data, 65536, 0,
+					 tseen_cb),
+			     0);
+		cr_assert_eq(rl_fs_fsync(loop, &q[1], fds[i], 0, tseen_cb), 0);
+		cr_assert_eq(
+			rl_fs_ftruncate(loop, &q[2], fds[i], 100000, tseen_cb),
+			0);
+		cr_assert_eq(rl_fs_fallocate(loop, &q[3], fds[i],
+					     FALLOC_FL_KEEP_SIZE, 0, 1 << 20,
+					     tseen_cb),
+			     0);
+		cr_assert_eq(
+			rl_fs_mkdir(loop, &q[4], names[i][2], 0755, tseen_cb),
+			0);
+		cr_assert_eq(rl_fs_unlink(loop, &q[5], names[i][3], tseen_cb),
+			     0);
+		cr_assert_eq(rl_fs_rename(loop, &q[6], names[i][0], names[i][1],
+					  0, tseen_cb),
+			     0);
+		k += 7;
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	for (int i = 0; i < N; i++) {
+		struct tseen *s = &seen[i * 7];
+		struct stat st;
+
+		for (int j = 0; j < 7; j++) {
+			cr_assert_eq(s[j].calls, 1, "%d/%d: %d callbacks", i, j,
+				     s[j].calls);
+			cr_assert(s[j].result >= 0 || s[j].result == -ECANCELED,
+				  "%d/%d: %s", i, j,
+				  rl_strerror((int)s[j].result));
+			ok += s[j].result >= 0;
+		}
+		cr_assert_eq(fstat(fds[i], &st), 0);
+		if (s[0].result >= 0)
+			cr_assert_eq(s[0].result, 65536);
+		/* A write at 0 cannot shrink what ftruncate made. */
+		if (s[2].result == 0)
+			cr_assert_geq(st.st_size, 100000);
+		if (s[4].result == 0)
+			cr_assert_eq(stat(names[i][2], &st), 0,
+				     "mkdir said done");
+		if (s[5].result == 0)
+			cr_assert_neq(stat(names[i][3], &st), 0,
+				      "unlink said done");
+		if (s[6].result == 0)
+			cr_assert_eq(stat(names[i][1], &st), 0,
+				     "rename said done");
+		close(fds[i]);
+	}
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	cr_log_info("%d of %d done before the close", ok, N * 7);
+	free(data);
+}
+
+/* ----------------------------------------------------- O_DIRECT at -1 */
+
+/*
+ * A misaligned O_DIRECT write at the file position fails with -EINVAL
+ * and leaves the position where it was; an aligned one at the position
+ * moves it. writev of misaligned iovecs fails the same way.
+ */
+BACKEND_TEST(fs_attack, o_direct_at_the_position)
+{
+	const char *path = spath("direct-pos");
+	unsigned char *buf = NULL;
+	struct iovec iov[2];
+	struct one o;
+	rl_loop *loop = tloop(tp);
+	int fd;
+
+	cr_assert_eq(rl_fs_open(loop, one_req(&o), path,
+				O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644,
+				tseen_cb),
+		     0);
+	fd = (int)one_result(loop, &o);
+	if (fd == -EINVAL)
+		cr_skip_test("%s: no O_DIRECT on this file system", tdir());
+	cr_assert_geq(fd, 0, "%s", rl_strerror(fd));
+	cr_assert_eq(posix_memalign((void **)&buf, 4096, 4 * 4096), 0);
+	memset(buf, 'd', 4 * 4096);
+	cr_assert_eq(do_write(loop, fd, buf, 4096, -1), 4096);
+	cr_assert_eq(lseek(fd, 0, SEEK_CUR), 4096);
+	cr_assert_eq(do_write(loop, fd, buf + 1, 4096, -1), -EINVAL);
+	cr_assert_eq(do_write(loop, fd, buf, 4095, -1), -EINVAL);
+	cr_assert_eq(lseek(fd, 0, SEEK_CUR), 4096, "a failed write moved it");
+	iov[0] = (struct iovec){ buf, 4096 };
+	iov[1] = (struct iovec){ buf + 4096 + 7, 4096 };
+	cr_assert_eq(do_writev(loop, fd, iov, 2, -1), -EINVAL);
+	cr_assert_eq(lseek(fd, 0, SEEK_CUR), 4096);
+	iov[1] = (struct iovec){ buf + 4096, 4096 };
+	cr_assert_eq(do_writev(loop, fd, iov, 2, -1), 8192);
+	cr_assert_eq(lseek(fd, 0, SEEK_CUR), 3 * 4096);
+	cr_assert_eq(file_size(path), 3 * 4096);
+	close(fd);
+	free(buf);
+	tclose(loop);
+}
+
+/* ----------------------------------------------- IOV_MAX iovecs to a pipe */
+
+/*
+ * writev of IOV_MAX iovecs of odd sizes, empty ones among them, to a pipe
+ * read slowly: the loop continues every short write from the right iovec
+ * and byte, to the last one.
+ */
+struct slow_reader {
+	int fd;
+	size_t want, got;
+	const unsigned char *expect;
+	bool ok;
+};
+
+static void *read_slowly(void *arg)
+{
+	struct slow_reader *r = arg;
+	unsigned char buf[3000];
+	ssize_t n;
+
+	r->ok = true;
+	usleep(10000);
+	while (r->got < r->want && (n = read(r->fd, buf, sizeof(buf))) > 0) {
+		if (memcmp(buf, r->expect + r->got, (size_t)n) != 0)
+			r->ok = false;
+		r->got += (size_t)n;
+	}
+	return NULL;
+}
+
+BACKEND_TEST(fs_attack, writev_of_iov_max_iovecs_to_a_slow_pipe, .timeout = 60)
+{
+	static struct iovec iov[1024];
+	size_t total = 0, sizes = 0;
+	unsigned char *data;
+	struct slow_reader r = { 0 };
+	pthread_t th;
+	int pfd[2];
+	rl_loop *loop;
+
+	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
+		cr_skip_test("io_uring_enter blocks every thread under "
+			     "Valgrind");
+	for (int i = 0; i < 1024; i++)
+		sizes += i % 5 == 0 ? 0 : (size_t)(i * 37) % 2000 + 1;
+	data = pattern("iovmax", sizes);
+	for (int i = 0; i < 1024; i++) {
+		size_t n = i % 5 == 0 ? 0 : (size_t)(i * 37) % 2000 + 1;
+
+		iov[i] = (struct iovec){ data + total, n };
+		total += n;
+	}
+	loop = tloop(tp);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	r.fd = pfd[0];
+	r.want = total;
+	r.expect = data;
+	cr_assert_eq(pthread_create(&th, NULL, read_slowly, &r), 0);
+	cr_assert_eq(do_writev(loop, pfd[1], iov, 1024, -1), (int64_t)total);
+	pthread_join(th, NULL);
+	cr_assert_eq(r.got, total);
+	cr_assert(r.ok, "the bytes came out wrong");
+	close(pfd[0]);
+	close(pfd[1]);
+	free(data);
+	tclose(loop);
+}
