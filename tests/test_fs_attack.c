@@ -1855,3 +1855,141 @@ BACKEND_TEST(fs_attack, writev_of_iov_max_iovecs_to_a_slow_pipe, .timeout = 60)
 	free(data);
 	tclose(loop);
 }
+
+/* ------------------------------------------------ more hostile fds and files */
+
+/* An O_PATH fd opens nothing: every request but fstat is -EBADF, as the
+ * kernel says. */
+BACKEND_TEST(fs_attack, o_path_fd)
+{
+	const char *path = tfile("opath", 100);
+	struct statx stx;
+	char buf[8];
+	rl_loop *loop = tloop(tp);
+	int fd = open(path, O_PATH | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	same_as_the_kernel(loop, fd, "an O_PATH fd");
+	cr_assert_eq(do_write(loop, fd, "x", 1, 0), -EBADF);
+	cr_assert_eq(do_read(loop, fd, buf, sizeof(buf), 0), -EBADF);
+	cr_assert_eq(do_fstat(loop, fd, &stx), 0);
+	cr_assert_eq(stx.stx_size, 100);
+	close(fd);
+	tclose(loop);
+}
+
+/*
+ * read_file of files that are not regular: a Unix socket's path (-ENXIO,
+ * as open(2) says), /proc/self/mem (its read at 0 fails: -EIO), endless
+ * /dev/zero into a fixed buffer (-EFBIG), /dev/null (empty).
+ */
+BACKEND_TEST(fs_attack, read_file_of_hostile_files, .timeout = 60)
+{
+	const char *sock = spath("sock");
+	struct sockaddr_un {
+		sa_family_t sun_family;
+		char sun_path[108];
+	} sa = { .sun_family = AF_UNIX };
+	char buf[64];
+	struct one o;
+	int64_t want;
+	rl_loop *loop = tloop(tp);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd;
+
+	cr_assert_geq(s, 0);
+	cr_assert_lt(strlen(sock), sizeof(sa.sun_path));
+	strcpy(sa.sun_path, sock);
+	cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&o), sock, buf, sizeof(buf),
+				     0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -ENXIO);
+	close(s);
+
+	fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	want = sys(pread(fd, buf, sizeof(buf), 0));
+	close(fd);
+	cr_assert_lt(want, 0);
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&o), "/proc/self/mem", buf,
+				     sizeof(buf), 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), want);
+
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&o), "/dev/zero", buf,
+				     sizeof(buf), 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -EFBIG);
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&o), "/dev/null", buf,
+				     sizeof(buf), 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), 0);
+	tclose(loop);
+}
+
+/* write_file with RL_WRITE_FILE_EXCL onto a FIFO that exists: -EEXIST at
+ * once, never a wait for a reader. */
+BACKEND_TEST(fs_attack, write_file_excl_onto_a_fifo, .timeout = 60)
+{
+	const char *fifo = spath("excl-fifo");
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	cr_assert_eq(do_write_file(loop, fifo, "x", 1, RL_WRITE_FILE_EXCL),
+		     -EEXIST);
+	cr_assert_eq(do_write_file(loop, fifo, "x", 1,
+				   RL_WRITE_FILE_EXCL | RL_WRITE_FILE_APPEND),
+		     -EEXIST);
+	tclose(loop);
+}
+
+/* Registered buffers: a write of nothing at the very end of one works, a
+ * range one byte past it fails in the call, and the set cannot change
+ * while a request is in flight. */
+BACKEND_TEST(fs_attack, fixed_buffer_edges)
+{
+	static char block[8192 + 64], big[256 << 10];
+	char *mem = block + 32;
+	size_t memlen = 8192;
+	struct iovec reg = { mem, 8192 };
+	const char *path = spath("fixed-edges");
+	struct one o, w;
+	int pfd[2];
+	rl_loop *loop = tloop(tp);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	cr_assert_geq(fd, 0);
+	memset(mem, 'm', memlen);
+	cr_assert_eq(rl_loop_register_buffers(loop, &reg, 1), 0);
+	cr_assert_eq(rl_fs_write_fixed(loop, one_req(&o), fd, mem + memlen, 0,
+				       0, 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), 0);
+	cr_assert_eq(rl_fs_write_fixed(loop, one_req(&o), fd, mem + 1, memlen,
+				       0, 0, tseen_cb),
+		     -EFAULT);
+	cr_assert_eq(
+		rl_fs_write_fixed(loop, &o.req, fd, mem - 1, 2, 0, 0, tseen_cb),
+		-EFAULT);
+	cr_assert_eq(
+		rl_fs_write_fixed(loop, &o.req, fd, mem, 1, 0, 1, tseen_cb),
+		-EFAULT);
+	cr_assert_eq(rl_fs_write_fixed(loop, one_req(&o), fd, mem, memlen, 0, 0,
+				       tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), memlen);
+	/* A write that waits (a full pipe) holds the set. */
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	cr_assert_eq(rl_fs_write(loop, one_req(&w), pfd[1], big, sizeof(big),
+				 -1, tseen_cb),
+		     0);
+	cr_assert_eq(rl_loop_register_buffers(loop, NULL, 0), -EBUSY);
+	cr_assert_eq(rl_cancel(loop, &w.req), 0);
+	cr_assert_eq(one_result(loop, &w), -ECANCELED);
+	cr_assert_eq(rl_loop_register_buffers(loop, NULL, 0), 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	close(fd);
+	tclose(loop);
+}
