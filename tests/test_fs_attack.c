@@ -509,6 +509,7 @@ BACKEND_TEST(fs_attack, huge_lengths)
 
 	cr_assert_neq(mem, MAP_FAILED);
 	cr_assert_geq(null, 0);
+	one_req(&o);
 	cr_assert_eq(rl_fs_write(loop, &o.req, null, mem, big + 1, 0, tseen_cb),
 		     -EINVAL);
 	cr_assert_eq(
@@ -1254,6 +1255,7 @@ BACKEND_TEST(fs_attack, paths_too_long_and_empty)
 
 	cr_assert_not_null(longp);
 	cr_assert_not_null(deep);
+	one_req(&o);
 	memset(longp, 'a', PATH_MAX + 1);
 	longp[PATH_MAX + 1] = 0;
 	cr_assert_eq(rl_fs_write_file(loop, &o.req, longp, "x", 1, 0, 0644,
