@@ -1980,7 +1980,7 @@ BACKEND_TEST(fs_attack, fixed_buffer_edges)
 	cr_assert_eq(rl_fs_write_fixed(loop, one_req(&o), fd, mem, memlen, 0, 0,
 				       tseen_cb),
 		     0);
-	cr_assert_eq(one_result(loop, &o), memlen);
+	cr_assert_eq(one_result(loop, &o), (int64_t)memlen);
 	/* A write that waits (a full pipe) holds the set. */
 	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
 	cr_assert_eq(rl_fs_write(loop, one_req(&w), pfd[1], big, sizeof(big),
