@@ -1995,3 +1995,65 @@ BACKEND_TEST(fs_attack, fixed_buffer_edges)
 	close(fd);
 	tclose(loop);
 }
+
+/* ------------------------------------------- anonymous-inode fds on the pool */
+
+/*
+ * An eventfd (like a timerfd or a signalfd) is an anonymous inode: fstat
+ * gives no file type, yet a read of one with a zero counter waits for
+ * good, as does a write that would overflow it. Such waits must not take
+ * the pool's regular workers: with every one of them blocked, a stat of
+ * a plain file would never complete. Here the reads and the write wait,
+ * a stat still completes, and cancelling ends the waits.
+ */
+BACKEND_TEST(fs_attack, blocking_eventfd_does_not_starve_the_pool,
+	     .timeout = 60)
+{
+	const char *path = tfile("evstat", 10);
+	struct rl_options opt;
+	struct one r[3], w, st;
+	struct statx stx;
+	uint64_t v[3], max = UINT64_MAX - 1;
+	rl_loop *loop;
+	int rfd = eventfd(0, EFD_CLOEXEC);
+	int wfd = eventfd(0, EFD_CLOEXEC);
+
+	cr_assert_geq(rfd, 0);
+	cr_assert_geq(wfd, 0);
+	cr_assert_eq(write(wfd, &max, 8), 8);
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rl_fs_read(loop, one_req(&r[i]), rfd, &v[i], 8, -1,
+					tseen_cb),
+			     0);
+	v[0] = 1;
+	cr_assert_eq(
+		rl_fs_write(loop, one_req(&w), wfd, &v[0], 8, -1, tseen_cb), 0);
+	cr_assert_eq(rl_fs_stat(loop, one_req(&st), path, &stx, tseen_cb), 0);
+	for (int i = 0; i < 2000 && !st.s.calls; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(st.s.calls, 1,
+		     "a stat waited behind blocked eventfd "
+		     "reads and writes");
+	cr_assert_eq(st.s.result, 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(r[i].s.calls, 0);
+	cr_assert_eq(w.s.calls, 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rl_cancel(loop, &r[i].req), 0);
+	cr_assert_eq(rl_cancel(loop, &w.req), 0);
+	trun(loop);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(r[i].s.calls, 1);
+		cr_assert_eq(r[i].s.result, -ECANCELED);
+	}
+	cr_assert_eq(w.s.calls, 1);
+	cr_assert_eq(w.s.result, -ECANCELED);
+	tclose(loop); /* (the eventfds count in its baseline) */
+	close(rfd);
+	close(wfd);
+}
