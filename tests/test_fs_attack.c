@@ -18,11 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "coro_helpers.h"
@@ -2056,4 +2059,71 @@ BACKEND_TEST(fs_attack, blocking_eventfd_does_not_starve_the_pool,
 	tclose(loop); /* (the eventfds count in its baseline) */
 	close(rfd);
 	close(wfd);
+}
+
+/*
+ * Other anonymous inodes: a timerfd's read waits for its expiry (polled,
+ * like an eventfd's); an inotify fd and an epoll fd answer the other
+ * requests as the kernel does.
+ *
+ * A read or write of an epoll fd is where the backends part (a finding
+ * left open, see this branch's report): read(2) and write(2) say -EINVAL,
+ * and so does the epoll backend, but io_uring (6.18) arms a poll on the
+ * epoll fd and waits - until an event comes, or a cancel. The test
+ * accepts that wait, which is safe: the cancel ends it with -ECANCELED,
+ * once.
+ */
+BACKEND_TEST(fs_attack, other_anonymous_inodes, .timeout = 60)
+{
+	struct itimerspec its = { .it_value = { 0, 30 * 1000 * 1000 } };
+	uint64_t ticks = 0;
+	char buf[64];
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	int efd = epoll_create1(EPOLL_CLOEXEC);
+	int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	int64_t want;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_geq(tfd, 0);
+	cr_assert_geq(efd, 0);
+	cr_assert_geq(ifd, 0);
+	cr_assert_eq(timerfd_settime(tfd, 0, &its, NULL), 0);
+	cr_assert_eq(do_read(loop, tfd, &ticks, 8, -1), 8);
+	cr_assert_geq(ticks, 1);
+	same_as_the_kernel(loop, efd, "an epoll fd");
+	same_as_the_kernel(loop, ifd, "an inotify fd");
+	want = sys(write(ifd, buf, 8));
+	cr_assert_eq(do_write(loop, ifd, buf, 8, -1), want);
+	want = sys(read(efd, buf, sizeof(buf)));
+	for (int w = 0; w < 2; w++) {
+		struct one o;
+
+		if (w)
+			cr_assert_eq(rl_fs_write(loop, one_req(&o), efd, buf, 8,
+						 -1, tseen_cb),
+				     0);
+		else
+			cr_assert_eq(rl_fs_read(loop, one_req(&o), efd, buf,
+						sizeof(buf), -1, tseen_cb),
+				     0);
+		for (int i = 0; i < 50 && !o.s.calls; i++) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			usleep(1000);
+		}
+		if (tp->backend == RL_BACKEND_EPOLL) {
+			cr_assert_eq(o.s.calls, 1);
+			cr_assert_eq(o.s.result, want);
+			continue;
+		}
+		if (!o.s.calls)
+			cr_assert_eq(rl_cancel(loop, &o.req), 0);
+		trun(loop);
+		cr_assert_eq(o.s.calls, 1);
+		cr_assert(o.s.result == want || o.s.result == -ECANCELED, "%s",
+			  rl_strerror((int)o.s.result));
+	}
+	tclose(loop); /* (the fds count in its baseline) */
+	close(tfd);
+	close(efd);
+	close(ifd);
 }
