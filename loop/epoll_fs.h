@@ -26,10 +26,13 @@ ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write);
 /* True for the file types a read or a write may wait on forever (a pipe,
  * a FIFO, a socket, a character device): the loop polls their reads, and
  * the slow lane takes their writes, so that no regular worker blocks on
- * them. */
+ * them. An anonymous inode (an eventfd, a timerfd, a signalfd...) has no
+ * file type at all in st_mode, and its reads and writes wait just the
+ * same (an eventfd's counter at zero or full). */
 static inline bool rl__ep_stream_type(mode_t mode)
 {
-	return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode);
+	return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode) ||
+	       (mode & S_IFMT) == 0;
 }
 
 /* Pool jobs of epoll_fs_write.c. */

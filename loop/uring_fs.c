@@ -46,7 +46,8 @@
  *    the read has ended, since the hard link then issues it) the probe.
  *  - A read with an offset of a file without a position (a pipe) reads
  *    what comes next: the kernel ignores the offset (the epoll backend
- *    does the same, see ringloop.h).
+ *    does the same, see ringloop.h), except on a socket, which refuses
+ *    it (-ESPIPE): the loop then reads again at -1 (read_offset()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,19 @@
 
 /* What a plain open request keeps in step. */
 enum { OPEN_FIRST = 0, OPEN_ASYNC = 1 };
+/* ... and a read, readv or read_fixed: READ_NO_POS once its fd turned out
+ * to have no position (see read_offset()). */
+enum { READ_AT_OFFSET = 0, READ_NO_POS = 1 };
+
+/* io_uring ignores the offset of a read of a pipe, but refuses one of a
+ * socket (-ESPIPE: a socket is not FMODE_STREAM), where rl_fs_read()
+ * promises what comes next on every fd without a position, as the epoll
+ * backend does: such a read goes again at -1. */
+static uint64_t read_offset(rl_req *req)
+{
+	return rl__ur(req)->step == READ_NO_POS ? (uint64_t)-1
+						: (uint64_t)req->offset;
+}
 
 void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 {
@@ -183,7 +197,7 @@ static void prep_single(struct rl__uring *u, rl_req *req)
 		break;
 	case RL_OP_READ:
 		io_uring_prep_read(sqe, req->fd, req->buf, (unsigned)req->len,
-				   (uint64_t)req->offset);
+				   read_offset(req));
 		break;
 	case RL_OP_CLOSE:
 		io_uring_prep_close(sqe, req->fd);
@@ -194,12 +208,12 @@ static void prep_single(struct rl__uring *u, rl_req *req)
 		break;
 	case RL_OP_READV:
 		io_uring_prep_readv(sqe, req->fd, req->iov, req->count,
-				    (uint64_t)req->offset);
+				    read_offset(req));
 		break;
 	case RL_OP_READ_FIXED:
-		io_uring_prep_read_fixed(
-			sqe, req->fd, req->buf, (unsigned)req->len,
-			(uint64_t)req->offset, (int)req->count);
+		io_uring_prep_read_fixed(sqe, req->fd, req->buf,
+					 (unsigned)req->len, read_offset(req),
+					 (int)req->count);
 		break;
 	case RL_OP_FSYNC:
 		io_uring_prep_fsync(sqe, req->fd,
@@ -407,6 +421,14 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		      unsigned tag, int32_t res)
 {
+	/* A wait in an io-wq worker that the loop's close interrupted (a
+	 * FIFO's open for writing, in rl_fs_open() or in write_file's chain
+	 * or steps; a blocked write): -ECANCELED, as rl_loop_close() says,
+	 * for every request that can wait, not only the single-SQE ones.
+	 * Not a close: Linux has closed the fd even when close() says
+	 * EINTR. */
+	if (res == -EINTR && u->closing && req->op != RL_OP_CLOSE)
+		res = -ECANCELED;
 	if (req->op == RL_OP_READ_FILE) {
 		if (rl__ur(req)->step == STEP_CHAIN)
 			chain_cqe(loop, u, req, tag, res);
@@ -446,9 +468,15 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		rl__uring_push_or_queue(loop, u, req, &u->cont);
 		return;
 	}
-	/* A wait in an io-wq worker that the loop's close interrupted. */
-	if (res == -EINTR && u->closing && req->op != RL_OP_CLOSE)
-		res = -ECANCELED;
+	if (res == -ESPIPE && req->offset >= 0 &&
+	    rl__ur(req)->step == READ_AT_OFFSET &&
+	    (req->op == RL_OP_READ || req->op == RL_OP_READV ||
+	     req->op == RL_OP_READ_FIXED) &&
+	    !rl__uring_stopping(u, req)) {
+		rl__ur(req)->step = READ_NO_POS;
+		rl__uring_push_or_queue(loop, u, req, &u->cont);
+		return;
+	}
 	rl__uring_complete(loop, u, req, res);
 }
 

@@ -30,11 +30,14 @@
  *  - Every link is a plain IOSQE_IO_LINK, unlike read_file's: a short
  *    write must stop the chain before the close, so that the slot still
  *    holds the file and the rest can be written into it.
- *  - IOSQE_CQE_SKIP_SUCCESS on all but the close. A request with it that
- *    fails (a short write counts as failed for links) posts its CQE after
- *    all, and the kernel then posts none for the links it cancelled
+ *  - IOSQE_CQE_SKIP_SUCCESS on the open and the write. A request with it
+ *    that fails (a short write counts as failed for links) posts its CQE
+ *    after all, and the kernel then posts none for the links it cancelled
  *    (REQ_F_SKIP_LINK_CQES). So a chain posts exactly one CQE: the close's
  *    when everything went through, else the one of the step that failed.
+ *    The fsync is the exception: the kernel does not count its failure
+ *    as one for links (see prep_chain()), so it posts its CQE always and
+ *    is hard-linked to the close, whose CQE follows it.
  *  - After a failure at the open, nothing was opened. After one at the
  *    write or the fsync, the slot holds the open file: the request goes
  *    on one SQE at a time (the rest of the write, the fsync, the close).
@@ -182,9 +185,21 @@ void rl__uring_write_stop(rl_loop *loop, rl_req *req)
 void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			 int32_t res)
 {
-	int ret = written(u, req, res);
+	struct rl__uring_req *ur = rl__ur(req);
+	int ret;
 
 	u->cq_owed -= 1;
+	/* An offset on an fd without a position: io_uring ignores it for a
+	 * pipe but refuses it for a socket (-ESPIPE); the write goes at -1
+	 * then, as on a pipe and on the epoll backend (rl__ep_rw()). */
+	if (res == -ESPIPE && ur->res[0] >= 0 && ur->res[1] == 0 &&
+	    !rl__uring_stopping(u, req)) {
+		ur->res[0] = -1;
+		ur->step = WRITE_STREAM;
+		rl__uring_push_or_queue(loop, u, req, &u->cont);
+		return;
+	}
+	ret = written(u, req, res);
 	if (ret == 1 && rl__ur(req)->res[0] < 0)
 		take_position(loop, req, res);
 	if (ret == 1)
@@ -248,10 +263,15 @@ static void prep_chain(struct rl__uring *u, rl_req *req)
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
 
 	if (wf_sync(req)) {
+		/* Not CQE_SKIP_SUCCESS, and a hard link to the close: a
+		 * failed fsync does not mark itself failed for links (6.18's
+		 * io_fsync() only sets its result), so with SKIP_SUCCESS its
+		 * error would post no CQE and the close would run as if all
+		 * went well. Its CQE always comes, and the close after it
+		 * whatever it says. */
 		sqe = io_uring_get_sqe(&u->ring);
 		io_uring_prep_fsync(sqe, (int)slot, wf_fsync_flags(req));
-		sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_LINK |
-			      IOSQE_CQE_SKIP_SUCCESS;
+		sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
 		io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_SYNC));
 	}
 
@@ -345,12 +365,21 @@ static void finish(rl_loop *loop, struct rl__uring *u, rl_req *req, int32_t res)
 				   res < 0 ? res : (int64_t)req->len);
 }
 
-/* The chain posts one CQE: the first step that failed, or the close. */
+/* The chain posts one CQE: the open or write that failed, or the close;
+ * with an fsync, the fsync's first and then the close's. */
 static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		      unsigned tag, int32_t res)
 {
 	struct rl__uring_req *ur = rl__ur(req);
 
+	if (tag == RL__TAG_SYNC) {
+		/* The close runs after it (hard link): its CQE, which
+		 * step_cqe() takes, ends the request. */
+		u->cq_owed -= chain_len(req) - 1;
+		ur->res[0] = res < 0 ? res : 0;
+		ur->step = STEP_CLOSE;
+		return;
+	}
 	u->cq_owed -= chain_len(req);
 	switch (tag) {
 	case RL__TAG_OPEN:
@@ -360,10 +389,6 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		return;
 	case RL__TAG_MAIN:
 		after_write(u, req, written(u, req, res));
-		break;
-	case RL__TAG_SYNC:
-		ur->res[0] = res < 0 ? res : 0;
-		ur->step = STEP_CLOSE;
 		break;
 	default: /* RL__TAG_CLOSE */
 		finish(loop, u, req, res);

@@ -483,9 +483,9 @@ int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
  * -1); result is the byte count, 0 at end of file. A read may return less
  * than len (a pipe, a socket), as read(2) does. A file without a position
  * (a pipe, a FIFO, a socket, most character devices) ignores the offset
- * and reads what comes next, on every backend, as io_uring does. A read
- * of a pipe or FIFO waits for data; one whose writer has not come yet
- * waits for it (end of file is a writer that came and went). Such a read
+ * and reads what comes next, on every backend. A read of a pipe or FIFO
+ * waits for data; one whose writer has not come yet waits for it (end of
+ * file is a writer that came and went). Such a read
  * cancelled after it took bytes from the stream reports those bytes
  * (result > 0) rather than -ECANCELED: they are gone from the stream.
  */
@@ -532,7 +532,8 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
  *
  * offset is a position in the file, or -1 for the fd's file position
  * (which the write then advances); an fd opened with O_APPEND appends
- * whatever offset says. Two writes in flight on one file position (-1) go
+ * whatever offset says, and a file without a position (a pipe, a socket)
+ * ignores it, as rl_fs_read() does. Two writes in flight on one file position (-1) go
  * out in no defined order: chain them, or give offsets.
  *
  * O_DIRECT: an fd opened with O_DIRECT needs buffers, offsets and lengths
