@@ -169,11 +169,16 @@ static void *worker_main(void *arg)
 	if (ret < 0)
 		go = -1;
 	while (go > 0 && !m->quit) {
-		ret = rl_run(loop, RL_RUN_ONCE);
+		/* Without rl_run()'s flush: the next batch enters the backend
+		 * at once, and the wake-ups go with it. */
+		ret = rl__run(loop, RL_RUN_ONCE);
 		if (ret < 0 && ret != -EINTR)
 			break;
-		if (m->share_pending)
+		if (m->share_pending) {
+			/* The share may keep the thread for long. */
+			rl__msg_flush(loop);
 			run_share(m);
+		}
 		if (m->share_active && share_done(loop)) {
 			m->share_active = false;
 			rl_post(g->m[0].loop, &m->done_post, done_cb);

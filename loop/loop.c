@@ -479,6 +479,17 @@ static int64_t going_to_sleep(rl_loop *loop, int64_t timeout)
 
 int rl_run(rl_loop *loop, enum rl_run_mode mode)
 {
+	int n = rl__run(loop, mode);
+
+	/* Not inside another rl_run() of the same loop (-EBUSY), which
+	 * flushes on its own return. */
+	if (n != -EBUSY && loop)
+		rl__msg_flush(loop);
+	return n;
+}
+
+int rl__run(rl_loop *loop, enum rl_run_mode mode)
+{
 	rl_loop *outer = rl__loop_current;
 	int64_t timeout;
 	int n = 0, ret;

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_group_attack.c - trying to break the contracts of loop groups,
+ * cross-loop messages, spread bursts and promises settled from elsewhere:
+ * wake-ups a sender keeps too long, groups closed from the wrong place,
+ * floods into tiny rings from loops and threads at once, spread bursts of
+ * FIFOs, /proc files, missing and oversized files, cancels racing their
+ * completion on another loop, remote settlements at the wrong moment,
+ * groups made without fds, groups of 1 and of 16 loops.
+ *
+ * A test that would hang on a lost wake-up waits with a bound of its own
+ * (twait_until) and fails; alarm() backs that up where a hang could only
+ * come from inside the library (a close that never returns).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "helpers.h"
+#include "ringloop/coro.h"
+#include "ringloop/promise.h"
+
+/* Polls cond every millisecond for up to ms milliseconds: whether it came
+ * true. A lost wake-up then fails the test instead of hanging it. */
+#define twait_until(cond, ms)                                          \
+	({                                                             \
+		int left_ = (ms);                                      \
+		while (!(cond) && left_-- > 0)                         \
+			usleep(1000);                                  \
+		(bool)(cond);                                          \
+	})
+
+static __attribute__((unused)) int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Threads of this process, from /proc/self/task. */
+static __attribute__((unused)) int thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* A group whose loops never poll before they sleep, so that every message
+ * to an idle loop needs a real wake-up. */
+static rl_group *sleepy_group(const struct tp *tp, unsigned loops, int wake)
+{
+	struct rl_group_options opt;
+
+	rl_group_options_init(&opt);
+	opt.loops = loops;
+	opt.msg_wake = wake;
+	opt.loop.idle_spin_ns = -1;
+	return tgroup_opts(tp, &opt);
+}
+
+/* ------------------------------- a wake-up the sender must not keep */
+
+struct last {
+	rl_group *g;
+	rl_timer timer;
+	struct rl_post post;
+	atomic_int ran;
+};
+
+static void last_post_cb(struct rl_post *post)
+{
+	atomic_fetch_add(&((struct last *)post->data)->ran, 1);
+}
+
+/* Loop 0's last callback: loop 1 has slept for 50 ms by now. After it
+ * loop 0 has nothing alive, and rl_run() returns. */
+static void last_timer_cb(rl_timer *t, int status)
+{
+	struct last *l = t->data;
+
+	l->post.data = l;
+	if (status == 0 &&
+	    rl_post(rl_group_loop(l->g, 1), &l->post, last_post_cb) < 0)
+		atomic_store(&l->ran, -1000);
+}
+
+/*
+ * A message sent from a loop's last batch, after which rl_run() returns
+ * and the thread does something else than run the loop (here: waits for
+ * the message's effect). On io_uring the wake-up of the sleeping target
+ * is a MSG_RING SQE on the sender's ring; it must reach the kernel before
+ * rl_run() returns, or the target sleeps on with the message for as long
+ * as the sender's loop is not run again.
+ */
+static void message_from_last_batch(const struct tp *tp, int wake)
+{
+	struct last l = { 0 };
+	rl_loop *loop0;
+
+	l.g = sleepy_group(tp, 2, wake);
+	loop0 = rl_group_loop(l.g, 0);
+	l.timer.data = &l;
+	cr_assert_eq(rl_timer_start(loop0, &l.timer, 50, 0, last_timer_cb), 0);
+	trun(loop0);
+	cr_assert(twait_until(atomic_load(&l.ran) != 0, 3000),
+		  "the message to the sleeping loop did not run in 3 s");
+	cr_assert_eq(atomic_load(&l.ran), 1);
+	cr_assert_eq(rl_group_close(l.g), 0);
+}
+
+BACKEND_TEST(group_attack, message_from_the_last_batch_ring)
+{
+	alarm(60);
+	message_from_last_batch(tp, RL_MSG_WAKE_RING);
+}
+
+BACKEND_TEST(group_attack, message_from_the_last_batch_eventfd)
+{
+	alarm(60);
+	message_from_last_batch(tp, RL_MSG_WAKE_EVENTFD);
+}
