@@ -22,11 +22,16 @@
  * wait in the sender's ring after its rl_run() returns (rl__msg_flush()).
  * On epoll the eventfd is the only way.
  */
-#include "internal.h"
+#include "group.h"
 
+/* Only within a group: the loops of another group may be closed and
+ * freed before the SQE leaves (the sender may be inside a callback that
+ * closes that group), and the SQE would then ring a closed fd, whose
+ * failure names a freed loop (rl__msg_ring_failed()). */
 static bool may_ring(const rl_loop *from, const rl_loop *to)
 {
 	return from && from != to && from->member && to->member &&
+	       from->member->group == to->member->group &&
 	       from->msg_wake != RL_MSG_WAKE_EVENTFD &&
 	       from->backend == to->backend && from->backend->ring;
 }

@@ -32,12 +32,12 @@
 
 /* Polls cond every millisecond for up to ms milliseconds: whether it came
  * true. A lost wake-up then fails the test instead of hanging it. */
-#define twait_until(cond, ms)                                          \
-	({                                                             \
-		int left_ = (ms);                                      \
-		while (!(cond) && left_-- > 0)                         \
-			usleep(1000);                                  \
-		(bool)(cond);                                          \
+#define twait_until(cond, ms)                  \
+	({                                     \
+		int left_ = (ms);              \
+		while (!(cond) && left_-- > 0) \
+			usleep(1000);          \
+		(bool)(cond);                  \
 	})
 
 static __attribute__((unused)) int64_t now_ms(void)
@@ -136,4 +136,60 @@ BACKEND_TEST(group_attack, message_from_the_last_batch_eventfd)
 {
 	alarm(60);
 	message_from_last_batch(tp, RL_MSG_WAKE_EVENTFD);
+}
+
+/* ------------------------------------ one group's loop, another group */
+
+struct two {
+	rl_group *a, *b;
+	rl_timer timer;
+	struct rl_post post;
+	atomic_int ran;
+	int close_ret;
+};
+
+static void two_post_cb(struct rl_post *post)
+{
+	atomic_fetch_add(&((struct two *)post->data)->ran, 1);
+}
+
+/* On group a's loop 0, long after group b's loop 1 went to sleep: a
+ * message to it, then group b closes (this thread opened it, and b's loop
+ * 0 is not running). The loops of another group may be gone by the time
+ * this loop next enters the kernel: b's loop must be woken another way
+ * than through this loop's ring. */
+static void two_timer_cb(rl_timer *t, int status)
+{
+	struct two *x = t->data;
+
+	cr_assert_eq(status, 0);
+	x->post.data = x;
+	cr_assert_eq(rl_post(rl_group_loop(x->b, 1), &x->post, two_post_cb), 0);
+	x->close_ret = rl_group_close(x->b);
+}
+
+BACKEND_TEST(group_attack, another_group_closed_from_a_callback)
+{
+	alarm(20); /* b's close hangs when its sleeping loop is not woken */
+	struct two x = { 0 };
+	int before;
+
+	(void)tfd_count();
+	before = tfd_count();
+	x.a = sleepy_group(tp, 2, RL_MSG_WAKE_RING);
+	x.b = sleepy_group(tp, 2, RL_MSG_WAKE_RING);
+	x.timer.data = &x;
+	cr_assert_eq(rl_timer_start(rl_group_loop(x.a, 0), &x.timer, 50, 0,
+				    two_timer_cb),
+		     0);
+	trun(rl_group_loop(x.a, 0));
+	cr_assert_eq(x.close_ret, 0);
+	cr_assert_eq(atomic_load(&x.ran), 1);
+	/* Group a's loop enters the kernel again, with whatever it kept. */
+	rl_ref(rl_group_loop(x.a, 0));
+	for (int i = 0; i < 5; i++)
+		cr_assert_geq(rl_run(rl_group_loop(x.a, 0), RL_RUN_NOWAIT), 0);
+	rl_unref(rl_group_loop(x.a, 0));
+	cr_assert_eq(rl_group_close(x.a), 0);
+	cr_assert_eq(tfd_count(), before);
 }
