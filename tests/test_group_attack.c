@@ -193,3 +193,126 @@ BACKEND_TEST(group_attack, another_group_closed_from_a_callback)
 	cr_assert_eq(rl_group_close(x.a), 0);
 	cr_assert_eq(tfd_count(), before);
 }
+
+/* A message that counts itself in the atomic_int its data points to. */
+static void count_cb(struct rl_post *post)
+{
+	atomic_fetch_add((atomic_int *)post->data, 1);
+}
+
+/* ---------------------------------- closing from the wrong places */
+
+struct wrong {
+	rl_group *g;
+	struct rl_post post;
+	atomic_int ret;
+	atomic_int done;
+};
+
+/* On loop 1: the group closed from one of its own loops' callbacks. */
+static void wrong_close_cb(struct rl_post *post)
+{
+	struct wrong *w = post->data;
+
+	atomic_store(&w->ret, rl_group_close(w->g));
+	atomic_store(&w->done, 1);
+}
+
+/* A group closed from a callback of one of its loops would join the
+ * thread it runs on and free the loop under the callback: refused, and
+ * the group stays whole. */
+BACKEND_TEST(group_attack, close_from_a_member_callback_is_refused)
+{
+	alarm(30);
+	struct wrong w = { 0 };
+	int before = tfd_count();
+
+	w.g = tgroup(tp, 3, 0, RL_MSG_WAKE_DEFAULT);
+	w.post.data = &w;
+	cr_assert_eq(rl_post(rl_group_loop(w.g, 1), &w.post, wrong_close_cb),
+		     0);
+	cr_assert(twait_until(atomic_load(&w.done), 5000));
+	cr_assert_eq(atomic_load(&w.ret), -EBUSY, "%s",
+		     rl_strerror(atomic_load(&w.ret)));
+	/* Still whole: a message goes round, and the group closes. */
+	atomic_store(&w.done, 0);
+	w.post.data = &w.done;
+	cr_assert_eq(rl_post(rl_group_loop(w.g, 2), &w.post, count_cb), 0);
+	cr_assert(twait_until(atomic_load(&w.done), 5000));
+	cr_assert_eq(rl_group_close(w.g), 0);
+	cr_assert_eq(tfd_count(), before);
+}
+
+struct outsider {
+	rl_group *g;
+	int ret;
+};
+
+static void outsider_timer_cb(rl_timer *t, int status)
+{
+	int *calls = t->data;
+
+	cr_assert_eq(status, -ECANCELED);
+	(*calls)++;
+}
+
+static void *outsider_close(void *arg)
+{
+	struct outsider *o = arg;
+
+	o->ret = rl_group_close(o->g);
+	return NULL;
+}
+
+/*
+ * rl_group_close() from a thread that is not the opener's, while messages
+ * fly between the loops. Where loop 0 belongs to the opener's thread (an
+ * io_uring ring with SINGLE_ISSUER: rl_loop_close() says -EEXIST on
+ * another thread) the close is refused with that error and the group
+ * stays whole, to be closed by its opener; elsewhere (a shared ring,
+ * epoll) loop 0 may close on any thread that does not run it, and the
+ * close goes through. Either way nothing is freed half-way.
+ */
+BACKEND_TEST(group_attack, close_from_a_non_member_thread)
+{
+	alarm(30);
+	struct outsider o = { 0 };
+	struct rl_post posts[200];
+	rl_timer timer = { 0 };
+	int timer_calls = 0;
+	atomic_int ran = 0;
+	pthread_t t;
+	int before = tfd_count();
+
+	o.g = tgroup(tp, 3, 0, RL_MSG_WAKE_DEFAULT);
+	/* Loop 0 has run here: its ring, if single-issuer, is this
+	 * thread's now. */
+	posts[0].data = &ran;
+	cr_assert_eq(rl_post(rl_group_loop(o.g, 0), &posts[0], count_cb), 0);
+	trun(rl_group_loop(o.g, 0));
+	cr_assert_eq(atomic_load(&ran), 1);
+	atomic_store(&ran, 0);
+	/* Something of loop 0's that its close must end: a timer. */
+	timer.data = &timer_calls;
+	cr_assert_eq(rl_timer_start(rl_group_loop(o.g, 0), &timer, 60000, 0,
+				    outsider_timer_cb),
+		     0);
+	for (int i = 0; i < 200; i++) {
+		posts[i].data = &ran;
+		cr_assert_eq(rl_post(rl_group_loop(o.g, 1 + i % 2), &posts[i],
+				     count_cb),
+			     0);
+	}
+	cr_assert_eq(pthread_create(&t, NULL, outsider_close, &o), 0);
+	pthread_join(t, NULL);
+	if (tp->backend == RL_BACKEND_URING && !(tp->flags & RL_SHARED_RING)) {
+		cr_assert_eq(o.ret, -EEXIST, "%s", rl_strerror(o.ret));
+		cr_assert_eq(timer_calls, 0);
+		cr_assert_eq(rl_group_close(o.g), 0);
+	} else {
+		cr_assert_eq(o.ret, 0, "%s", rl_strerror(o.ret));
+	}
+	cr_assert_eq(timer_calls, 1);
+	cr_assert_eq(atomic_load(&ran), 200);
+	cr_assert_eq(tfd_count(), before);
+}

@@ -1014,7 +1014,12 @@ void rl_group_options_init(struct rl_group_options *opt);
 int rl_group_open(rl_group **out, const struct rl_group_options *opt);
 
 /* Closes every loop (see above) and frees the group; on the thread that
- * opened it, not inside rl_run(). Returns 0, or -EBUSY (loop 0 running). */
+ * opened it, not inside rl_run(). Returns 0, or, with nothing closed:
+ * -EBUSY when loop 0 is running or the caller is on the thread of another
+ * loop of the group (one of its callbacks, its share); -EEXIST on another
+ * thread than the opener's when loop 0's ring belongs to the opener (as
+ * rl_loop_close() says). The group is freed by the call that returns 0:
+ * a second close is a use after free. */
 int rl_group_close(rl_group *group);
 
 unsigned rl_group_size(const rl_group *group);
