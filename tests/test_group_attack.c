@@ -40,7 +40,7 @@
 		(bool)(cond);                  \
 	})
 
-static __attribute__((unused)) int64_t now_ms(void)
+static int64_t now_ms(void)
 {
 	struct timespec ts;
 
@@ -315,4 +315,554 @@ BACKEND_TEST(group_attack, close_from_a_non_member_thread)
 	cr_assert_eq(timer_calls, 1);
 	cr_assert_eq(atomic_load(&ran), 200);
 	cr_assert_eq(tfd_count(), before);
+}
+
+/* ------------------------- floods from loops and threads into tiny rings */
+
+#define FL_LOOPS   4
+#define FL_THREADS 2
+#define FL_PER	   1500
+
+struct fl;
+
+struct flmsg {
+	struct rl_post post;
+	struct fl *f;
+	unsigned from, to, seq;
+	atomic_int ran;
+};
+
+struct fl {
+	rl_group *g;
+	struct flmsg
+		*msgs; /* [sender][to][seq]; senders: loops, then threads */
+	unsigned next_seq[FL_LOOPS][FL_LOOPS + FL_THREADS];
+	unsigned disorder[FL_LOOPS];
+	atomic_uint got[FL_LOOPS];
+	atomic_int refused;
+};
+
+static struct flmsg *flmsg_at(struct fl *f, unsigned from, unsigned to,
+			      unsigned seq)
+{
+	return &f->msgs[((size_t)from * FL_LOOPS + to) * FL_PER + seq];
+}
+
+static void flmsg_cb(struct rl_post *post)
+{
+	struct flmsg *m = (struct flmsg *)post;
+	struct fl *f = m->f;
+
+	if (m->seq != f->next_seq[m->to][m->from])
+		f->disorder[m->to]++;
+	f->next_seq[m->to][m->from] = m->seq + 1;
+	atomic_fetch_add(&m->ran, 1);
+	atomic_fetch_add(&f->got[m->to], 1);
+}
+
+static void fl_send(struct fl *f, unsigned from)
+{
+	for (unsigned seq = 0; seq < FL_PER; seq++)
+		for (unsigned to = 0; to < FL_LOOPS; to++) {
+			struct flmsg *m = flmsg_at(f, from, to, seq);
+
+			m->f = f;
+			m->from = from;
+			m->to = to;
+			m->seq = seq;
+			if (rl_post(rl_group_loop(f->g, to), &m->post,
+				    flmsg_cb) < 0)
+				atomic_fetch_add(&f->refused, 1);
+		}
+}
+
+static void fl_share(rl_loop *loop, unsigned i, void *arg)
+{
+	(void)loop;
+	fl_send(arg, i);
+}
+
+struct fl_thread {
+	struct fl *f;
+	unsigned from;
+};
+
+static void *fl_thread_main(void *arg)
+{
+	struct fl_thread *t = arg;
+
+	fl_send(t->f, t->from);
+	return NULL;
+}
+
+/*
+ * Every loop and two plain threads send to every loop (itself included)
+ * at once, into the smallest rings a loop takes and loops that never poll:
+ * every message runs exactly once, in its sender's order, and every loop
+ * wakes. The threads' messages take the eventfd, the loops' the ring.
+ */
+static void flood_everyone(const struct tp *tp, int wake)
+{
+	struct rl_group_options opt;
+	struct fl *f = calloc(1, sizeof(*f));
+	struct fl_thread th[FL_THREADS];
+	pthread_t t[FL_THREADS];
+	const unsigned senders = FL_LOOPS + FL_THREADS;
+	unsigned i;
+
+	cr_assert_not_null(f);
+	f->msgs = calloc((size_t)senders * FL_LOOPS * FL_PER, sizeof(*f->msgs));
+	cr_assert_not_null(f->msgs);
+	rl_group_options_init(&opt);
+	opt.loops = FL_LOOPS;
+	opt.msg_wake = wake;
+	opt.loop.entries = 4;
+	opt.loop.cq_entries = 12;
+	opt.loop.idle_spin_ns = -1;
+	f->g = tgroup_opts(tp, &opt);
+	for (i = 0; i < FL_THREADS; i++) {
+		th[i] = (struct fl_thread){ f, FL_LOOPS + i };
+		cr_assert_eq(
+			pthread_create(&t[i], NULL, fl_thread_main, &th[i]), 0);
+	}
+	cr_assert_eq(rl_group_run(f->g, fl_share, f), 0);
+	for (i = 0; i < FL_THREADS; i++)
+		pthread_join(t[i], NULL);
+	/* Loop 0 runs; the workers on their own, each bound to end. */
+	rl_ref(rl_group_loop(f->g, 0));
+	for (int64_t end = now_ms() + 20000; now_ms() < end;) {
+		unsigned all = 0;
+
+		for (i = 0; i < FL_LOOPS; i++)
+			all += atomic_load(&f->got[i]);
+		if (all == FL_LOOPS * senders * FL_PER)
+			break;
+		cr_assert_geq(rl_run(rl_group_loop(f->g, 0), RL_RUN_NOWAIT), 0);
+		usleep(200);
+	}
+	rl_unref(rl_group_loop(f->g, 0));
+	cr_assert_eq(atomic_load(&f->refused), 0);
+	for (i = 0; i < FL_LOOPS; i++) {
+		cr_assert_eq(atomic_load(&f->got[i]), senders * FL_PER,
+			     "loop %u got %u of %u", i, atomic_load(&f->got[i]),
+			     senders * FL_PER);
+		cr_assert_eq(f->disorder[i], 0);
+	}
+	for (size_t k = 0; k < (size_t)senders * FL_LOOPS * FL_PER; k++)
+		cr_assert_eq(atomic_load(&f->msgs[k].ran), 1);
+	cr_assert_eq(rl_group_close(f->g), 0);
+	free(f->msgs);
+	free(f);
+}
+
+BACKEND_TEST(group_attack, flood_loops_and_threads_tiny_rings_ring)
+{
+	alarm(90);
+	flood_everyone(tp, RL_MSG_WAKE_RING);
+}
+
+BACKEND_TEST(group_attack, flood_loops_and_threads_tiny_rings_eventfd)
+{
+	alarm(90);
+	flood_everyone(tp, RL_MSG_WAKE_EVENTFD);
+}
+
+/* ------------------------ a sleeping loop and many senders at once */
+
+#define SND_THREADS 3
+#define SND_ROUNDS  300
+
+struct snd {
+	rl_group *g;
+	pthread_barrier_t go;
+	struct rl_post posts[SND_THREADS + 1][SND_ROUNDS];
+	atomic_int ran[SND_ROUNDS];
+	atomic_int round; /* the round the senders may send */
+	atomic_bool stop;
+	struct rl_post from_loop;
+};
+
+static void snd_cb(struct rl_post *post)
+{
+	struct snd *s = post->data;
+	unsigned r = (unsigned)(post - s->posts[0]) % SND_ROUNDS;
+
+	atomic_fetch_add(&s->ran[r], 1);
+}
+
+struct snd_thread {
+	struct snd *s;
+	unsigned i;
+};
+
+static void *snd_main(void *arg)
+{
+	struct snd_thread *t = arg;
+	struct snd *s = t->s;
+
+	for (int r = 0; r < SND_ROUNDS; r++) {
+		pthread_barrier_wait(&s->go);
+		if (atomic_load(&s->stop))
+			break;
+		s->posts[t->i][r].data = s;
+		rl_post(rl_group_loop(s->g, 1), &s->posts[t->i][r], snd_cb);
+	}
+	return NULL;
+}
+
+/* On loop 2: its part of the round, through its ring (or eventfd). */
+static void snd_loop_cb(struct rl_post *post)
+{
+	struct snd *s = post->data;
+	int r = atomic_load(&s->round);
+
+	s->posts[SND_THREADS][r].data = s;
+	rl_post(rl_group_loop(s->g, 1), &s->posts[SND_THREADS][r], snd_cb);
+}
+
+/*
+ * Round after round, loop 1 sleeps (it never polls) and three threads and
+ * loop 2 send it a message each at the same moment: one of them takes
+ * the wake-up, the others only push. Each round every message must run;
+ * a lost wake-up fails the round after a bounded wait instead of hanging.
+ */
+static void senders_at_once(const struct tp *tp, int wake)
+{
+	struct snd *s = calloc(1, sizeof(*s));
+	struct snd_thread th[SND_THREADS];
+	pthread_t t[SND_THREADS];
+	int failed = -1;
+
+	cr_assert_not_null(s);
+	s->g = sleepy_group(tp, 3, wake);
+	pthread_barrier_init(&s->go, NULL, SND_THREADS + 1);
+	for (unsigned i = 0; i < SND_THREADS; i++) {
+		th[i] = (struct snd_thread){ s, i };
+		cr_assert_eq(pthread_create(&t[i], NULL, snd_main, &th[i]), 0);
+	}
+	for (int r = 0; r < SND_ROUNDS && failed < 0; r++) {
+		/* Loop 1 goes back to sleep between rounds. */
+		usleep(r % 3 ? 200 : 2000);
+		atomic_store(&s->round, r);
+		s->from_loop.data = s;
+		pthread_barrier_wait(&s->go);
+		rl_post(rl_group_loop(s->g, 2), &s->from_loop, snd_loop_cb);
+		if (!twait_until(atomic_load(&s->ran[r]) == SND_THREADS + 1,
+				 5000))
+			failed = r;
+		/* from_loop is reused next round: it has run by now. */
+	}
+	/* The senders wait at the next round's barrier: one last one lets
+	 * them see stop. */
+	if (failed >= 0 && failed + 1 < SND_ROUNDS) {
+		atomic_store(&s->stop, true);
+		pthread_barrier_wait(&s->go);
+	}
+	for (unsigned i = 0; i < SND_THREADS; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(failed, -1, "round %d: %d of %d messages ran in 5 s",
+		     failed, failed >= 0 ? atomic_load(&s->ran[failed]) : 0,
+		     SND_THREADS + 1);
+	cr_assert_eq(rl_group_close(s->g), 0);
+	for (int r = 0; r < SND_ROUNDS; r++)
+		cr_assert_eq(atomic_load(&s->ran[r]), SND_THREADS + 1);
+	pthread_barrier_destroy(&s->go);
+	free(s);
+}
+
+BACKEND_TEST(group_attack, sleeping_loop_many_senders_ring)
+{
+	alarm(120);
+	senders_at_once(tp, RL_MSG_WAKE_RING);
+}
+
+BACKEND_TEST(group_attack, sleeping_loop_many_senders_eventfd)
+{
+	alarm(120);
+	senders_at_once(tp, RL_MSG_WAKE_EVENTFD);
+}
+
+/* --------------------------------------- spread bursts of odd files */
+
+#define ODD_FIFOS 3
+#define ODD_KINDS 12
+#define ODD_EACH  40
+#define ODD_MAX	  65536 /* read_file_max of every loop */
+
+struct odd_req {
+	rl_req req;
+	int kind;
+	int calls;
+	bool on_home;
+};
+
+static pthread_t odd_home;
+
+static void odd_cb(rl_req *req)
+{
+	struct odd_req *o = (struct odd_req *)req;
+
+	o->calls++;
+	o->on_home = pthread_equal(pthread_self(), odd_home);
+}
+
+struct odd_kind {
+	const char *path;
+	size_t buf; /* the caller's buffer; 0: RL_READ_FILE_GROW */
+	int each;   /* requests of this kind in a burst */
+};
+
+static struct odd_kind odd_kinds[ODD_KINDS];
+static char odd_fifo[ODD_FIFOS][512];
+
+static void *fifo_writer(void *arg)
+{
+	const char *path = arg;
+	char data[3000];
+	int fd = open(path, O_WRONLY);
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)('a' + i % 26);
+	if (fd < 0)
+		return NULL;
+	/* In two writes, so that the reader sees the stream in pieces. */
+	if (write(fd, data, 1000) != 1000 ||
+	    write(fd, data + 1000, 2000) != 2000)
+		abort();
+	close(fd);
+	return NULL;
+}
+
+static void odd_setup(void)
+{
+	static char big_path[512], small_path[512], dir_path[512];
+	int k = 0;
+
+	snprintf(big_path, sizeof(big_path), "%s", tfile("big", 70000));
+	snprintf(small_path, sizeof(small_path), "%s", tfile("small", 5000));
+	snprintf(dir_path, sizeof(dir_path), "%s", tdir());
+	odd_kinds[k++] = (struct odd_kind){ small_path, 0, ODD_EACH };
+	odd_kinds[k++] = (struct odd_kind){ small_path, 4096, ODD_EACH };
+	odd_kinds[k++] = (struct odd_kind){ small_path, 5000, ODD_EACH };
+	odd_kinds[k++] = (struct odd_kind){ big_path, 0, ODD_EACH };
+	odd_kinds[k++] = (struct odd_kind){ tpath("missing"), 0, ODD_EACH };
+	odd_kinds[k++] = (struct odd_kind){ dir_path, 0, ODD_EACH };
+	odd_kinds[k++] = (struct odd_kind){ "/proc/version", 0, ODD_EACH };
+	odd_kinds[k++] =
+		(struct odd_kind){ "/proc/sys/kernel/ostype", 16, ODD_EACH };
+	odd_kinds[k++] = (struct odd_kind){ "/proc/version", 8, ODD_EACH };
+	for (int i = 0; i < ODD_FIFOS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "fifo%d", i);
+		snprintf(odd_fifo[i], sizeof(odd_fifo[i]), "%s", tpath(name));
+		cr_assert_eq(mkfifo(odd_fifo[i], 0600), 0);
+		odd_kinds[k++] = (struct odd_kind){ odd_fifo[i], 0, 1 };
+	}
+	cr_assert_eq(k, ODD_KINDS);
+}
+
+/* One burst of every kind on loop; runs it to idle (FIFO writers
+ * meanwhile) and returns the requests. */
+static struct odd_req *odd_burst(rl_loop *loop, int *n)
+{
+	int total = 0, i = 0;
+	struct odd_req *o;
+	pthread_t w[ODD_FIFOS];
+
+	for (int k = 0; k < ODD_KINDS; k++)
+		total += odd_kinds[k].each;
+	o = calloc((size_t)total, sizeof(*o));
+	cr_assert_not_null(o);
+	odd_home = pthread_self();
+	/* Interleaved, so that every kind goes to every loop. */
+	for (int round = 0; i < total; round++)
+		for (int k = 0; k < ODD_KINDS; k++) {
+			size_t len = odd_kinds[k].buf;
+
+			if (round >= odd_kinds[k].each)
+				continue;
+			o[i].kind = k;
+			cr_assert_eq(rl_fs_read_file(
+					     loop, &o[i].req, odd_kinds[k].path,
+					     len ? malloc(len) : NULL, len,
+					     len ? 0 : RL_READ_FILE_GROW,
+					     odd_cb),
+				     0);
+			i++;
+		}
+	for (int f = 0; f < ODD_FIFOS; f++)
+		cr_assert_eq(
+			pthread_create(&w[f], NULL, fifo_writer, odd_fifo[f]),
+			0);
+	trun(loop);
+	for (int f = 0; f < ODD_FIFOS; f++)
+		pthread_join(w[f], NULL);
+	*n = total;
+	return o;
+}
+
+/*
+ * A spread burst of regular files that fit, do not fit the caller's
+ * buffer or pass read_file_max, a missing file, a directory, /proc files
+ * (size 0 in stat, bytes on read) and FIFOs fed by writers: every request
+ * calls back once, on the loop that submitted it, with the result and the
+ * bytes a lone loop of the same configuration gives for the same burst.
+ */
+BACKEND_TEST(group_attack, spread_burst_of_odd_files)
+{
+	alarm(60);
+	struct rl_group_options opt;
+	struct rl_options lone_opt;
+	struct odd_req *got, *want;
+	int n, n2, before;
+	rl_loop *lone;
+	rl_group *g;
+
+	odd_setup();
+	before = tfd_count();
+	rl_options_init(&lone_opt);
+	lone_opt.read_file_max = ODD_MAX;
+	lone = tloop_opts(tp, &lone_opt);
+	want = odd_burst(lone, &n);
+	tclose(lone);
+
+	rl_group_options_init(&opt);
+	opt.loops = 3;
+	opt.flags = RL_GROUP_SPREAD;
+	opt.loop.read_file_max = ODD_MAX;
+	g = tgroup_opts(tp, &opt);
+	got = odd_burst(rl_group_loop(g, 0), &n2);
+	cr_assert_eq(n, n2);
+	for (int i = 0; i < n; i++) {
+		struct odd_req *a = &got[i], *b = &want[i];
+
+		cr_assert_eq(a->calls, 1, "%s: %d calls",
+			     odd_kinds[a->kind].path, a->calls);
+		cr_assert(a->on_home);
+		cr_assert_eq(a->req.result, b->req.result,
+			     "%s (%zu): %s, alone %s", odd_kinds[a->kind].path,
+			     odd_kinds[a->kind].buf,
+			     rl_strerror((int)a->req.result),
+			     rl_strerror((int)b->req.result));
+		if (a->req.result > 0)
+			cr_assert_eq(memcmp(a->req.buf, b->req.buf,
+					    (size_t)a->req.result),
+				     0, "%s", odd_kinds[a->kind].path);
+		free(a->req.buf);
+		free(b->req.buf);
+	}
+	/* The lone loop saw each kind's result: the oddities were there. */
+	cr_assert_eq(want[4].req.result, -ENOENT);
+	cr_assert_eq(want[1].req.result, -EFBIG);
+	cr_assert_eq(want[3].req.result, -EFBIG);
+	cr_assert_gt(want[6].req.result, 0);
+	cr_assert_eq(rl_group_close(g), 0);
+	cr_assert_eq(tfd_count(), before);
+	free(got);
+	free(want);
+}
+
+/* ------------------------------ cancels racing completions elsewhere */
+
+#define CR_N 3000
+
+struct cr {
+	rl_loop *loop;
+	struct cr_req {
+		rl_req req;
+		int file;
+		int calls;
+		int cancel_ret; /* 1: never cancelled */
+	} r[CR_N];
+	rl_timer timer;
+	unsigned sweep, done;
+};
+
+static const size_t cr_sizes[] = { 12, 4096, 9000, 0 };
+static const char *cr_names[] = { "c0", "c1", "c2", "c3" };
+static char cr_paths[4][512];
+
+static void cr_cancel(struct cr *c, unsigned i)
+{
+	int ret = rl_cancel(c->loop, &c->r[i].req);
+
+	cr_assert(ret == 0 || ret == -EALREADY || ret == -ENOENT, "%d", ret);
+	/* -ENOENT also for a result known and its callback queued. */
+	if (ret == 0)
+		c->r[i].cancel_ret = 0;
+}
+
+static void cr_cb(rl_req *req)
+{
+	struct cr_req *r = (struct cr_req *)req;
+	struct cr *c = req->data;
+
+	r->calls++;
+	c->done++;
+	/* Cancel another one, which may be anywhere: not sent yet, on its
+	 * way, running on another loop, or its result on the way back. */
+	cr_cancel(c, (unsigned)(r - c->r) * 7919u % CR_N);
+}
+
+static void cr_timer_cb(rl_timer *t, int status)
+{
+	struct cr *c = t->data;
+
+	if (status < 0)
+		return;
+	for (int k = 0; k < 50; k++)
+		cr_cancel(c, c->sweep++ * 104729u % CR_N);
+	if (c->done == CR_N)
+		rl_timer_stop(c->loop, t);
+}
+
+BACKEND_TEST(group_attack, spread_cancels_race_completions)
+{
+	alarm(60);
+	struct cr *c = calloc(1, sizeof(*c));
+	int cancelled = 0, completed = 0;
+	rl_group *g;
+
+	cr_assert_not_null(c);
+	for (int f = 0; f < 4; f++)
+		snprintf(cr_paths[f], sizeof(cr_paths[f]), "%s",
+			 tfile(cr_names[f], cr_sizes[f]));
+	g = tgroup(tp, 3, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
+	c->loop = rl_group_loop(g, 0);
+	for (int i = 0; i < CR_N; i++) {
+		c->r[i].file = i % 4;
+		c->r[i].cancel_ret = 1;
+		c->r[i].req.data = c;
+		cr_assert_eq(rl_fs_read_file(c->loop, &c->r[i].req,
+					     cr_paths[i % 4], NULL, 0,
+					     RL_READ_FILE_GROW, cr_cb),
+			     0);
+	}
+	c->timer.data = c;
+	cr_assert_eq(rl_timer_start(c->loop, &c->timer, 1, 1, cr_timer_cb), 0);
+	trun(c->loop);
+	for (int i = 0; i < CR_N; i++) {
+		struct cr_req *r = &c->r[i];
+
+		cr_assert_eq(r->calls, 1, "req %d: %d calls", i, r->calls);
+		if (r->cancel_ret == 0) {
+			/* A cancel that was taken always wins. */
+			cr_assert_eq(r->req.result, -ECANCELED, "req %d: %lld",
+				     i, (long long)r->req.result);
+			cancelled++;
+		} else {
+			cr_assert_eq(r->req.result, (int64_t)cr_sizes[r->file],
+				     "req %d: %lld", i,
+				     (long long)r->req.result);
+			tcheck(cr_names[r->file], r->req.buf,
+			       cr_sizes[r->file]);
+			completed++;
+		}
+		free(r->req.buf);
+	}
+	cr_assert_gt(cancelled, 0);
+	cr_assert_gt(completed, 0);
+	cr_assert_eq(rl_group_close(g), 0);
+	free(c);
 }
