@@ -866,3 +866,81 @@ BACKEND_TEST(group_attack, spread_cancels_race_completions)
 	cr_assert_eq(rl_group_close(g), 0);
 	free(c);
 }
+
+/* ------------------------------------- promises settled from elsewhere */
+
+struct rsettle {
+	rl_promise_remote *r;
+	int64_t value;
+	int ret;
+	pthread_barrier_t *go;
+};
+
+static void *rsettle_main(void *arg)
+{
+	struct rsettle *s = arg;
+
+	if (s->go)
+		pthread_barrier_wait(s->go);
+	s->ret = rl_promise_remote_resolve(s->r,
+					   (struct rl_value){ .i = s->value });
+	return NULL;
+}
+
+struct rwatch {
+	int calls;
+	int err;
+	int64_t value;
+	pthread_t thread;
+};
+
+static void rwatch_cb(struct rl_outcome *out, void *arg)
+{
+	struct rwatch *w = arg;
+
+	w->calls++;
+	w->err = out->reason;
+	w->value = out->value.i;
+	w->thread = pthread_self();
+}
+
+/*
+ * A context closed while a handle of one of its promises is out would
+ * free the promise the handle settles later: the close is refused until
+ * the handle is used (or dropped), as it is while requests are in flight.
+ */
+BACKEND_TEST(group_attack, promise_ctx_close_waits_for_its_handles)
+{
+	alarm(30);
+	struct rsettle s = { 0 };
+	struct rwatch w = { 0 };
+	rl_promise_ctx *ctx;
+	rl_promise *p;
+	pthread_t t;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_promise_ctx_open(loop, &ctx), 0);
+	p = rl_promise_new(ctx);
+	s.r = rl_promise_remote_new(p);
+	s.value = 42;
+	cr_assert_not_null(s.r);
+	rl_promise_unref(rl_then(p, rwatch_cb, NULL, &w)); /* p's ref moved */
+	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY);
+	/* Settled from a thread that is no loop's: the reaction runs here. */
+	cr_assert_eq(pthread_create(&t, NULL, rsettle_main, &s), 0);
+	trun(loop); /* the handle keeps the loop alive until it is used */
+	pthread_join(t, NULL);
+	cr_assert_eq(s.ret, 0);
+	cr_assert_eq(w.calls, 1);
+	cr_assert_eq(w.value, 42);
+	cr_assert(pthread_equal(w.thread, pthread_self()));
+	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
+	/* A dropped handle lets the context go too. */
+	p = rl_promise_new(ctx);
+	s.r = rl_promise_remote_new(p);
+	rl_promise_unref(p);
+	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY);
+	rl_promise_remote_drop(s.r);
+	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
+	tclose(loop);
+}
