@@ -944,3 +944,321 @@ BACKEND_TEST(group_attack, promise_ctx_close_waits_for_its_handles)
 	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
 	tclose(loop);
 }
+
+/* Two handles of one promise settled at the same moment from two threads
+ * that are no loop's: one settlement wins, the other is ignored, the
+ * reaction runs once on the promise's loop, and both calls say 0. */
+BACKEND_TEST(group_attack, promise_settled_twice_at_once)
+{
+	alarm(30);
+	struct rsettle s[2] = { 0 };
+	struct rwatch w = { 0 };
+	pthread_barrier_t go;
+	rl_promise_ctx *ctx;
+	rl_promise *p;
+	pthread_t t[2];
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(rl_promise_ctx_open(loop, &ctx), 0);
+	pthread_barrier_init(&go, NULL, 2);
+	for (int round = 0; round < 50; round++) {
+		memset(&w, 0, sizeof(w));
+		p = rl_promise_new(ctx);
+		for (int i = 0; i < 2; i++) {
+			s[i] = (struct rsettle){ rl_promise_remote_new(p),
+						 100 + i, -1, &go };
+			cr_assert_not_null(s[i].r);
+		}
+		rl_promise_unref(rl_then(p, rwatch_cb, NULL, &w));
+		for (int i = 0; i < 2; i++)
+			cr_assert_eq(pthread_create(&t[i], NULL, rsettle_main,
+						    &s[i]),
+				     0);
+		trun(loop);
+		for (int i = 0; i < 2; i++) {
+			pthread_join(t[i], NULL);
+			cr_assert_eq(s[i].ret, 0);
+		}
+		cr_assert_eq(w.calls, 1);
+		cr_assert(w.value == 100 || w.value == 101);
+		cr_assert_eq(rl_promise_ctx_live(ctx), 0);
+	}
+	pthread_barrier_destroy(&go);
+	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
+	tclose(loop);
+}
+
+/* ------------------------- settlements and awaits across a closing group */
+
+#define AW_N 30
+
+struct aw {
+	rl_group *g;
+	rl_promise_ctx *ctx;
+	struct aw_one {
+		struct aw *a;
+		struct rl_post post;
+		rl_timer timer;
+		rl_promise_remote *r;
+		int settle_ret; /* 1: not settled yet */
+		int await_ret;	/* 1: the coroutine has not returned */
+		int64_t value;
+	} one[AW_N];
+	int quick_done;
+};
+
+/* On loop 1: settles coroutine i's promise when its timer ends, by
+ * firing (the quick ones) or by the group's close (-ECANCELED): then loop
+ * 0 has closed, and the settlement is refused. */
+static void aw_timer_cb(rl_timer *t, int status)
+{
+	struct aw_one *o = t->data;
+
+	(void)status;
+	o->settle_ret = rl_promise_remote_resolve(
+		o->r, (struct rl_value){ .i = 7000 + (o - o->a->one) });
+}
+
+static void aw_post_cb(struct rl_post *post)
+{
+	struct aw_one *o = post->data;
+	unsigned i = (unsigned)(o - o->a->one);
+
+	o->timer.data = o;
+	cr_assert_eq(rl_timer_start(rl_group_loop(o->a->g, 1), &o->timer,
+				    i % 3 == 0 ? 1 : 60000, 0, aw_timer_cb),
+		     0);
+}
+
+static int64_t aw_coro(void *arg)
+{
+	struct aw_one *o = arg;
+	struct aw *a = o->a;
+	rl_promise *p = rl_promise_new(a->ctx);
+	struct rl_value v = { 0 };
+
+	o->r = rl_promise_remote_new(p);
+	o->post.data = o;
+	cr_assert_eq(rl_post(rl_group_loop(a->g, 1), &o->post, aw_post_cb), 0);
+	o->await_ret = rl_coro_await(p, &v);
+	o->value = v.i;
+	if (o->await_ret == 0)
+		a->quick_done++;
+	return 0;
+}
+
+/*
+ * Coroutines of loop 0 await promises that loop 1 settles: a third of
+ * them soon, the others only when the group closes under them. Each
+ * coroutine returns once, with its value or -ECANCELED; the late
+ * settlements are refused (-ESHUTDOWN) and their handles freed; nothing
+ * leaks (ASan) and the close returns.
+ */
+BACKEND_TEST(group_attack, coroutines_await_while_the_settling_group_closes)
+{
+	alarm(60);
+	struct aw *a = calloc(1, sizeof(*a));
+	rl_coro_ctx *sched;
+	rl_loop *loop0;
+	int quick = 0;
+
+	cr_assert_not_null(a);
+	a->g = tgroup(tp, 2, 0, RL_MSG_WAKE_DEFAULT);
+	loop0 = rl_group_loop(a->g, 0);
+	cr_assert_eq(rl_promise_ctx_open(loop0, &a->ctx), 0);
+	cr_assert_eq(rl_coro_ctx_open(loop0, &sched, NULL), 0);
+	for (int i = 0; i < AW_N; i++) {
+		a->one[i].a = a;
+		a->one[i].settle_ret = 1;
+		a->one[i].await_ret = 1;
+		quick += i % 3 == 0;
+		cr_assert_eq(
+			rl_coro_spawn(sched, NULL, aw_coro, &a->one[i], NULL),
+			0);
+	}
+	for (int64_t end = now_ms() + 10000;
+	     a->quick_done < quick && now_ms() < end;)
+		cr_assert_geq(rl_run(loop0, RL_RUN_ONCE), 0);
+	cr_assert_eq(a->quick_done, quick);
+	cr_assert_eq(rl_group_close(a->g), 0);
+	for (int i = 0; i < AW_N; i++) {
+		struct aw_one *o = &a->one[i];
+
+		if (i % 3 == 0) {
+			cr_assert_eq(o->await_ret, 0);
+			cr_assert_eq(o->value, 7000 + i);
+			cr_assert_eq(o->settle_ret, 0);
+		} else {
+			cr_assert_eq(o->await_ret, -ECANCELED,
+				     "coroutine %d: %d", i, o->await_ret);
+			cr_assert_eq(o->settle_ret, -ESHUTDOWN, "handle %d: %d",
+				     i, o->settle_ret);
+		}
+	}
+	free(a);
+}
+
+/* ------------------------------------------------ sizes of a group */
+
+static void size_share(rl_loop *loop, unsigned i, void *arg)
+{
+	atomic_int *ran = arg;
+
+	cr_assert_eq(rl_loop_group_index(loop), (int)i);
+	atomic_fetch_add(&ran[i], 1);
+}
+
+struct selfmsg {
+	rl_loop *loop;
+	struct rl_post post;
+	int hops;
+};
+
+static void selfmsg_cb(struct rl_post *post)
+{
+	struct selfmsg *m = post->data;
+
+	if (--m->hops > 0)
+		cr_assert_eq(rl_post(m->loop, &m->post, selfmsg_cb), 0);
+	else
+		rl_unref(m->loop);
+}
+
+/* A group of one loop: no thread of its own, a spread burst that stays
+ * home, messages to itself from its callbacks, shares, a close. */
+BACKEND_TEST(group_attack, group_of_one)
+{
+	alarm(30);
+	static struct sreq1 {
+		rl_req req;
+		char buf[64];
+	} r[100];
+	const char *path = tfile("one", 12);
+	struct tseen seen = { 0 };
+	struct selfmsg m = { 0 };
+	atomic_int ran[1] = { 0 };
+	int threads = thread_count(), before = tfd_count();
+	rl_group *g = tgroup(tp, 1, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
+	rl_loop *loop = rl_group_loop(g, 0);
+
+	cr_assert_eq(rl_group_size(g), 1);
+	cr_assert_null(rl_group_loop(g, 1));
+	for (int i = 0; i < 100; i++) {
+		r[i].req.data = &seen;
+		cr_assert_eq(rl_fs_read_file(loop, &r[i].req, path, r[i].buf,
+					     sizeof(r[i].buf), 0, tseen_cb),
+			     0);
+	}
+	m.loop = loop;
+	m.hops = 100;
+	m.post.data = &m;
+	rl_ref(loop);
+	cr_assert_eq(rl_post(loop, &m.post, selfmsg_cb), 0);
+	trun(loop);
+	cr_assert_eq(seen.calls, 100);
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(r[i].req.result, 12);
+		tcheck("one", r[i].buf, 12);
+	}
+	cr_assert_eq(m.hops, 0);
+	cr_assert_eq(rl_group_run(g, size_share, ran), 0);
+	cr_assert_eq(atomic_load(&ran[0]), 1);
+	cr_assert_eq(rl_loop_close(loop), -EBUSY);
+	cr_assert_eq(rl_group_close(g), 0);
+	cr_assert_eq(tfd_count(), before);
+	cr_assert(twait_until(thread_count() == threads, 5000), "%d threads",
+		  thread_count());
+}
+
+#define BIG_LOOPS 16
+#define BIG_PER	  60
+
+struct big {
+	rl_group *g;
+	struct rl_post msgs[BIG_LOOPS][BIG_LOOPS][BIG_PER];
+	atomic_int got[BIG_LOOPS];
+	atomic_int refused;
+};
+
+static void big_cb(struct rl_post *post)
+{
+	struct big *b = post->data;
+	unsigned to =
+		(unsigned)((post - &b->msgs[0][0][0]) / BIG_PER) % BIG_LOOPS;
+
+	atomic_fetch_add(&b->got[to], 1);
+}
+
+static void big_share(rl_loop *loop, unsigned i, void *arg)
+{
+	struct big *b = arg;
+
+	(void)loop;
+	for (unsigned k = 0; k < BIG_PER; k++)
+		for (unsigned to = 0; to < BIG_LOOPS; to++) {
+			b->msgs[i][to][k].data = b;
+			if (rl_post(rl_group_loop(b->g, to), &b->msgs[i][to][k],
+				    big_cb) < 0)
+				atomic_fetch_add(&b->refused, 1);
+		}
+}
+
+/* More loops than CPUs (16 on this machine's 2), pinned round the CPUs,
+ * never polling: every loop messages every loop, a spread burst goes over
+ * all of them, and the group closes with nothing left behind. */
+BACKEND_TEST(group_attack, more_loops_than_cpus)
+{
+	alarm(90);
+	struct big *b = calloc(1, sizeof(*b));
+	struct rl_group_options opt;
+	static rl_req reqs[BIG_LOOPS * 20];
+	static char bufs[BIG_LOOPS * 20][32];
+	const char *path = tfile("big16", 12);
+	struct tseen seen = { 0 };
+	int threads = thread_count(), before = tfd_count();
+	rl_loop *loop0;
+
+	cr_assert_not_null(b);
+	rl_group_options_init(&opt);
+	opt.loops = BIG_LOOPS;
+	opt.flags = RL_GROUP_PIN | RL_GROUP_SPREAD;
+	opt.loop.idle_spin_ns = -1;
+	b->g = tgroup_opts(tp, &opt);
+	loop0 = rl_group_loop(b->g, 0);
+	cr_assert_geq(thread_count(), threads + BIG_LOOPS - 1);
+	cr_assert_eq(rl_group_run(b->g, big_share, b), 0);
+	rl_ref(loop0);
+	for (int64_t end = now_ms() + 30000; now_ms() < end;) {
+		int all = 0;
+
+		for (int i = 0; i < BIG_LOOPS; i++)
+			all += atomic_load(&b->got[i]);
+		if (all == BIG_LOOPS * BIG_LOOPS * BIG_PER)
+			break;
+		cr_assert_geq(rl_run(loop0, RL_RUN_NOWAIT), 0);
+		usleep(500);
+	}
+	rl_unref(loop0);
+	cr_assert_eq(atomic_load(&b->refused), 0);
+	for (int i = 0; i < BIG_LOOPS; i++)
+		cr_assert_eq(atomic_load(&b->got[i]), BIG_LOOPS * BIG_PER,
+			     "loop %d got %d", i, atomic_load(&b->got[i]));
+	for (int i = 0; i < BIG_LOOPS * 20; i++) {
+		reqs[i] = (rl_req){ .data = &seen };
+		cr_assert_eq(rl_fs_read_file(loop0, &reqs[i], path, bufs[i],
+					     sizeof(bufs[i]), 0, tseen_cb),
+			     0);
+	}
+	trun(loop0);
+	cr_assert_eq(seen.calls, BIG_LOOPS * 20);
+	for (int i = 0; i < BIG_LOOPS * 20; i++) {
+		cr_assert_eq(reqs[i].result, 12);
+		tcheck("big16", bufs[i], 12);
+	}
+	cr_assert_eq(rl_group_close(b->g), 0);
+	cr_assert_eq(tfd_count(), before);
+	/* The kernel's io-wq workers of the rings go on their own. */
+	cr_assert(twait_until(thread_count() == threads, 5000), "%d threads",
+		  thread_count());
+	free(b);
+}
