@@ -1262,3 +1262,80 @@ BACKEND_TEST(group_attack, more_loops_than_cpus)
 		  thread_count());
 	free(b);
 }
+
+/* ------------------------------------- groups made without resources */
+
+/*
+ * Groups opened with only a few fds left (RLIMIT_NOFILE just above what
+ * is open): each either opens whole or fails with a clear -errno
+ * (-EMFILE), leaving no fd, no thread and no half-made group behind;
+ * once the limit is back, a group opens. A tiny RLIMIT_MEMLOCK (kernels
+ * before 5.12 charge rings to it) gives the same: a group, or a clean
+ * error.
+ */
+BACKEND_TEST(group_attack, groups_made_without_fds_or_memlock)
+{
+	alarm(60);
+	struct rl_group_options opt;
+	struct rlimit nofile, memlock, low;
+	int threads, before, opened = 0, failed = 0;
+	rl_group *g;
+
+	/* The scratch directory's fd and the helpers' first. */
+	(void)tfd_count();
+	before = tfd_count();
+	threads = thread_count();
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+	cr_assert_eq(getrlimit(RLIMIT_MEMLOCK, &memlock), 0);
+	rl_group_options_init(&opt);
+	opt.loops = 6;
+	opt.flags = RL_GROUP_SPREAD;
+	opt.loop.backend = tp->backend;
+	opt.loop.flags = tp->flags;
+	if (tp->backend == RL_BACKEND_URING && getenv("RL_VALGRIND"))
+		cr_skip_test("a group of io_uring loops under Valgrind 3.19");
+	for (int spare = 0; spare <= 24; spare++) {
+		int ret;
+
+		low = nofile;
+		low.rlim_cur = (rlim_t)(before + spare);
+		/* tfd_count() opens a directory: room for it. */
+		low.rlim_cur += 1;
+		cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+		g = NULL;
+		ret = rl_group_open(&g, &opt);
+		cr_assert_eq(setrlimit(RLIMIT_NOFILE, &nofile), 0);
+		if (ret == 0) {
+			cr_assert_not_null(g);
+			opened++;
+			cr_assert_eq(rl_group_close(g), 0);
+		} else {
+			cr_assert_null(g);
+			cr_assert(ret == -EMFILE || ret == -ENFILE ||
+					  ret == -ENOMEM,
+				  "spare %d: %s", spare, rl_strerror(ret));
+			failed++;
+		}
+		cr_assert_eq(tfd_count(), before, "spare %d: fds left", spare);
+		cr_assert(twait_until(thread_count() == threads, 5000),
+			  "spare %d: %d threads, %d before", spare,
+			  thread_count(), threads);
+	}
+	cr_assert_gt(failed, 0);
+	cr_assert_gt(opened, 0);
+
+	low = memlock;
+	low.rlim_cur = 0;
+	cr_assert_eq(setrlimit(RLIMIT_MEMLOCK, &low), 0);
+	{
+		int ret = rl_group_open(&g, &opt);
+
+		cr_assert_eq(setrlimit(RLIMIT_MEMLOCK, &memlock), 0);
+		if (ret == 0)
+			cr_assert_eq(rl_group_close(g), 0);
+		else
+			cr_assert(ret == -ENOMEM || ret == -EPERM, "%s",
+				  rl_strerror(ret));
+	}
+	cr_assert_eq(tfd_count(), before);
+}
