@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1338,4 +1339,110 @@ BACKEND_TEST(group_attack, groups_made_without_fds_or_memlock)
 				  rl_strerror(ret));
 	}
 	cr_assert_eq(tfd_count(), before);
+}
+
+/* --------------------------- messages that land as their loop closes */
+
+#define LAND_SLOTS 4096
+
+struct land;
+
+struct land_slot {
+	struct rl_post post; /* first: the post is the slot */
+	rl_task task;
+	struct land *l;
+	atomic_int state; /* 0 free, 1 posted, 2 its task queued */
+};
+
+struct land {
+	rl_group *g;
+	struct land_slot slot[LAND_SLOTS];
+	struct rl_post start;
+	atomic_long accepted, ran, tasks;
+	atomic_int gave_up, refused;
+};
+
+static void land_task(rl_task *task)
+{
+	struct land_slot *s =
+		(struct land_slot *)(void *)((char *)task -
+					     offsetof(struct land_slot, task));
+
+	atomic_fetch_add(&s->l->tasks, 1);
+	atomic_store(&s->state, 0);
+}
+
+/* On loop 1, maybe while it closes: a message queues a task, as a
+ * promise settled from elsewhere queues its reactions. */
+static void land_cb(struct rl_post *post)
+{
+	struct land_slot *s = (struct land_slot *)post;
+
+	atomic_fetch_add(&s->l->ran, 1);
+	atomic_store(&s->state, 2);
+	rl_task_queue(rl_group_loop(s->l->g, 1), &s->task, land_task);
+}
+
+/* On loop 2: messages to loop 1, as fast as they go, until it refuses. */
+static void land_start(struct rl_post *post)
+{
+	struct land *l = post->data;
+	int64_t stuck_since = 0;
+
+	for (unsigned i = 0;; i = (i + 1) % LAND_SLOTS) {
+		struct land_slot *s = &l->slot[i];
+
+		if (atomic_load(&s->state) != 0) {
+			/* Every slot waits for a task: give up after 2 s. */
+			if (!stuck_since)
+				stuck_since = now_ms();
+			else if (now_ms() - stuck_since > 2000) {
+				atomic_store(&l->gave_up, 1);
+				return;
+			}
+			continue;
+		}
+		stuck_since = 0;
+		s->l = l;
+		atomic_store(&s->state, 1);
+		if (rl_post(rl_group_loop(l->g, 1), &s->post, land_cb) < 0) {
+			atomic_store(&s->state, 0);
+			atomic_store(&l->refused, 1);
+			return;
+		}
+		atomic_fetch_add(&l->accepted, 1);
+	}
+}
+
+/*
+ * A loop closes while another floods it with messages whose callbacks
+ * queue tasks. Every message accepted runs once, and so does every task
+ * it queued, however late in the close the message landed (between the
+ * close's last pass over its posts and the moment it refuses new ones,
+ * the drain that follows must still run what those posts queue).
+ */
+BACKEND_TEST(group_attack, tasks_of_messages_landing_as_the_loop_closes)
+{
+	alarm(120);
+	struct land *l = calloc(1, sizeof(*l));
+
+	cr_assert_not_null(l);
+	for (int round = 0; round < 30; round++) {
+		memset(l, 0, sizeof(*l));
+		l->g = tgroup(tp, 3, 0, RL_MSG_WAKE_EVENTFD);
+		l->start.data = l;
+		cr_assert_eq(
+			rl_post(rl_group_loop(l->g, 2), &l->start, land_start),
+			0);
+		cr_assert(twait_until(atomic_load(&l->ran) > 1000, 5000));
+		cr_assert_eq(rl_group_close(l->g), 0);
+		cr_assert_eq(atomic_load(&l->gave_up), 0, "round %d", round);
+		cr_assert_eq(atomic_load(&l->refused), 1);
+		cr_assert_eq(atomic_load(&l->ran), atomic_load(&l->accepted));
+		cr_assert_eq(atomic_load(&l->tasks), atomic_load(&l->ran),
+			     "round %d: %ld messages ran, %ld of their tasks",
+			     round, atomic_load(&l->ran),
+			     atomic_load(&l->tasks));
+	}
+	free(l);
 }
