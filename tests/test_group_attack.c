@@ -240,6 +240,14 @@ BACKEND_TEST(group_attack, close_from_a_member_callback_is_refused)
 	w.post.data = &w.done;
 	cr_assert_eq(rl_post(rl_group_loop(w.g, 2), &w.post, count_cb), 0);
 	cr_assert(twait_until(atomic_load(&w.done), 5000));
+	/* From a callback of loop 0, on the opener's thread: loop 0 runs. */
+	atomic_store(&w.done, 0);
+	w.post.data = &w;
+	cr_assert_eq(rl_post(rl_group_loop(w.g, 0), &w.post, wrong_close_cb),
+		     0);
+	trun(rl_group_loop(w.g, 0));
+	cr_assert_eq(atomic_load(&w.done), 1);
+	cr_assert_eq(atomic_load(&w.ret), -EBUSY);
 	cr_assert_eq(rl_group_close(w.g), 0);
 	cr_assert_eq(tfd_count(), before);
 }
@@ -1405,9 +1413,11 @@ static void land_start(struct rl_post *post)
 		stuck_since = 0;
 		s->l = l;
 		atomic_store(&s->state, 1);
-		if (rl_post(rl_group_loop(l->g, 1), &s->post, land_cb) < 0) {
+		int ret = rl_post(rl_group_loop(l->g, 1), &s->post, land_cb);
+
+		if (ret < 0) {
 			atomic_store(&s->state, 0);
-			atomic_store(&l->refused, 1);
+			atomic_store(&l->refused, ret);
 			return;
 		}
 		atomic_fetch_add(&l->accepted, 1);
@@ -1437,7 +1447,7 @@ BACKEND_TEST(group_attack, tasks_of_messages_landing_as_the_loop_closes)
 		cr_assert(twait_until(atomic_load(&l->ran) > 1000, 5000));
 		cr_assert_eq(rl_group_close(l->g), 0);
 		cr_assert_eq(atomic_load(&l->gave_up), 0, "round %d", round);
-		cr_assert_eq(atomic_load(&l->refused), 1);
+		cr_assert_eq(atomic_load(&l->refused), -ESHUTDOWN);
 		cr_assert_eq(atomic_load(&l->ran), atomic_load(&l->accepted));
 		cr_assert_eq(atomic_load(&l->tasks), atomic_load(&l->ran),
 			     "round %d: %ld messages ran, %ld of their tasks",

@@ -959,8 +959,11 @@ void rl_task_queue(rl_loop *loop, rl_task *task, void (*fn)(rl_task *task));
  * sends to one loop run in the order it sent them; none is lost. Only a
  * sleeping loop is woken, once per sleep; a busy one finds its messages
  * after its current batch. A loop of an io_uring group wakes another with
- * IORING_OP_MSG_RING, sent with its own next io_uring_enter(); other
- * threads, epoll loops and RL_MSG_WAKE_EVENTFD write the target's eventfd.
+ * IORING_OP_MSG_RING, sent with its own next io_uring_enter() or when its
+ * rl_run() returns (so a callback that blocks after a post, waiting for
+ * what the target does, needs RL_MSG_WAKE_EVENTFD); other threads, loops
+ * of other groups, epoll loops and RL_MSG_WAKE_EVENTFD write the target's
+ * eventfd.
  *
  * Spreading. A loop with spread on (RL_GROUP_SPREAD, rl_loop_spread())
  * hands its read_files to the group's loops in turn, itself included:
