@@ -1456,3 +1456,57 @@ BACKEND_TEST(group_attack, tasks_of_messages_landing_as_the_loop_closes)
 	}
 	free(l);
 }
+
+/* A spread burst with FIFOs nobody writes to (their opens block on
+ * whichever loop they went to) and cached files, and the group closes
+ * under it: every request calls back once, the FIFOs with -ECANCELED,
+ * and the close returns. */
+BACKEND_TEST(group_attack, close_with_blocked_fifos_spread)
+{
+	alarm(60);
+	enum { N = 60 };
+	static struct odd_req r[N];
+	char fifo[N / 10][512];
+	const char *path = tfile("plain", 100);
+	int before;
+	rl_group *g;
+	rl_loop *loop;
+
+	for (int f = 0; f < N / 10; f++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "lonely%d", f);
+		snprintf(fifo[f], sizeof(fifo[f]), "%s", tpath(name));
+		cr_assert_eq(mkfifo(fifo[f], 0600), 0);
+	}
+	before = tfd_count();
+	g = tgroup(tp, 3, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
+	loop = rl_group_loop(g, 0);
+	odd_home = pthread_self();
+	for (int i = 0; i < N; i++) {
+		r[i] = (struct odd_req){ .kind = i % 2 };
+		cr_assert_eq(rl_fs_read_file(loop, &r[i].req,
+					     i % 2 ? fifo[i / 10] : path, NULL,
+					     0, RL_READ_FILE_GROW, odd_cb),
+			     0);
+	}
+	/* Long enough for the FIFOs' opens to block where they went. */
+	for (int k = 0; k < 20; k++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(rl_group_close(g), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(r[i].calls, 1, "req %d: %d calls", i, r[i].calls);
+		if (i % 2)
+			cr_assert_eq(r[i].req.result, -ECANCELED, "req %d: %s",
+				     i, rl_strerror((int)r[i].req.result));
+		else
+			cr_assert(r[i].req.result == 100 ||
+					  r[i].req.result == -ECANCELED,
+				  "req %d: %s", i,
+				  rl_strerror((int)r[i].req.result));
+		free(r[i].req.buf);
+	}
+	cr_assert_eq(tfd_count(), before);
+}
