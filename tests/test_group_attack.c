@@ -937,7 +937,10 @@ BACKEND_TEST(group_attack, promise_ctx_close_waits_for_its_handles)
 	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY);
 	/* Settled from a thread that is no loop's: the reaction runs here. */
 	cr_assert_eq(pthread_create(&t, NULL, rsettle_main, &s), 0);
-	trun(loop); /* the handle keeps the loop alive until it is used */
+	/* Not waiting in the kernel: under Valgrind no other thread runs
+	 * then (helpers.h). The handle keeps the loop alive meanwhile. */
+	TRUN_UNTIL(loop, w.calls == 1);
+	trun(loop);
 	pthread_join(t, NULL);
 	cr_assert_eq(s.ret, 0);
 	cr_assert_eq(w.calls, 1);
@@ -983,6 +986,8 @@ BACKEND_TEST(group_attack, promise_settled_twice_at_once)
 			cr_assert_eq(pthread_create(&t[i], NULL, rsettle_main,
 						    &s[i]),
 				     0);
+		/* Both settlements in: the handles' promise is gone. */
+		TRUN_UNTIL(loop, w.calls == 1 && rl_promise_ctx_live(ctx) == 0);
 		trun(loop);
 		for (int i = 0; i < 2; i++) {
 			pthread_join(t[i], NULL);
