@@ -125,11 +125,16 @@ static void done_cb(struct rl_post *post)
 }
 
 /* A loop's shutdown, again while a layer above refuses (-EBUSY: it has
- * work to finish first, which the loop runs meanwhile). */
-static void shutdown_loop(rl_loop *loop)
+ * work to finish first, which the loop runs meanwhile). Any other error
+ * (-EEXIST: the loop's ring belongs to another thread) comes before
+ * anything is closed. */
+static int shutdown_loop(rl_loop *loop)
 {
-	while (rl__loop_shutdown(loop) == -EBUSY)
+	int ret;
+
+	while ((ret = rl__loop_shutdown(loop)) == -EBUSY)
 		rl_run(loop, RL_RUN_ONCE);
+	return ret;
 }
 
 static void *worker_main(void *arg)
@@ -169,18 +174,23 @@ static void *worker_main(void *arg)
 	if (ret < 0)
 		go = -1;
 	while (go > 0 && !m->quit) {
-		ret = rl_run(loop, RL_RUN_ONCE);
+		/* Without rl_run()'s flush: the next batch enters the backend
+		 * at once, and the wake-ups go with it. */
+		ret = rl__run(loop, RL_RUN_ONCE);
 		if (ret < 0 && ret != -EINTR)
 			break;
-		if (m->share_pending)
+		if (m->share_pending) {
+			/* The share may keep the thread for long. */
+			rl__msg_flush(loop);
 			run_share(m);
+		}
 		if (m->share_active && share_done(loop)) {
 			m->share_active = false;
 			rl_post(g->m[0].loop, &m->done_post, done_cb);
 		}
 	}
 	rl_unref(loop);
-	shutdown_loop(loop);
+	(void)shutdown_loop(loop);
 	return NULL;
 }
 
@@ -218,7 +228,7 @@ static int start(rl_group *g, int go, unsigned threads, int err)
 	for (unsigned i = 1; i <= threads; i++)
 		pthread_join(g->m[i].thread, NULL);
 	if (g->m[0].loop)
-		shutdown_loop(g->m[0].loop);
+		(void)shutdown_loop(g->m[0].loop);
 	free_group(g);
 	return err;
 }
@@ -285,13 +295,25 @@ int rl_group_open(rl_group **out, const struct rl_group_options *opt)
 int rl_group_close(rl_group *g)
 {
 	unsigned i;
+	int ret;
 
 	if (!g)
 		return -EINVAL;
 	if (g->m[0].loop->running)
 		return -EBUSY;
+	/* On a worker's thread (a callback of its loop, a share), the close
+	 * would join that very thread and free its loop under the caller. */
+	for (i = 1; i < g->n; i++)
+		if (pthread_equal(pthread_self(), g->m[i].thread))
+			return -EBUSY;
 	atomic_store(&g->closing, true);
-	shutdown_loop(g->m[0].loop);
+	/* Loop 0 may refuse to close on this thread (its ring is the
+	 * opener's): then nothing is closed, and the group stays whole. */
+	ret = shutdown_loop(g->m[0].loop);
+	if (ret < 0) {
+		atomic_store(&g->closing, false);
+		return ret;
+	}
 	for (i = 1; i < g->n; i++)
 		rl_post(g->m[i].loop, &g->m[i].quit_post, quit_cb);
 	for (i = 1; i < g->n; i++)

@@ -80,6 +80,10 @@ struct rl__backend {
 	 * syscall of its own. Returns false when it cannot (no room); the
 	 * caller then uses to's wake(). NULL: the backend has no such way. */
 	bool (*ring)(rl_loop *from, rl_loop *to);
+	/* On the loop's thread: pushes to the kernel what waits in user
+	 * space for the next wait (the wake-ups ring() queued), without
+	 * waiting. NULL: the backend never keeps anything back. */
+	void (*flush)(rl_loop *loop);
 };
 
 extern const struct rl__backend rl__backend_uring;
@@ -128,6 +132,9 @@ struct rl_loop {
 	 * backend's wait, taken by the one poster that wakes it. */
 	_Atomic bool asleep;
 	uint8_t msg_wake; /* enum rl_msg_wake: how this loop wakes others */
+	/* This loop's thread only: a wake-up of another loop waits in this
+	 * loop's ring for its next enter (msg.c, rl__msg_flush()). */
+	bool msg_unsent;
 	/* The group the loop belongs to (group.c), or NULL; spread: its
 	 * read_files go to the group's other loops (spread.c). */
 	struct rl__member *member;
@@ -153,6 +160,12 @@ void rl__msg_wake(rl_loop *loop);
 /* msg.c: a wake-up sent through the ring failed (the target's CQ was
  * full): sends it again the other way. */
 void rl__msg_ring_failed(rl_loop *to);
+/* msg.c: sends the wake-ups this loop queued in its ring now, when the
+ * loop will not enter its backend again soon (rl_run() returns). */
+void rl__msg_flush(rl_loop *loop);
+/* loop.c: rl_run() without rl__msg_flush() at its return, for a group's
+ * worker, which enters its backend again at once. */
+int rl__run(rl_loop *loop, enum rl_run_mode mode);
 
 /* spread.c: takes an accepted read_file to another loop of the group;
  * false: run it here. Cancels one that is there. */

@@ -479,6 +479,17 @@ static int64_t going_to_sleep(rl_loop *loop, int64_t timeout)
 
 int rl_run(rl_loop *loop, enum rl_run_mode mode)
 {
+	int n = rl__run(loop, mode);
+
+	/* Not inside another rl_run() of the same loop (-EBUSY), which
+	 * flushes on its own return. */
+	if (n != -EBUSY && loop)
+		rl__msg_flush(loop);
+	return n;
+}
+
+int rl__run(rl_loop *loop, enum rl_run_mode mode)
+{
 	rl_loop *outer = rl__loop_current;
 	int64_t timeout;
 	int n = 0, ret;
@@ -617,18 +628,26 @@ int rl__loop_shutdown(rl_loop *loop)
 		rl__drain_posts(loop);
 		run_batch(loop);
 		if (!loop->active_reqs && rl__list_empty(&loop->tasks) &&
-		    rl__list_empty(&loop->cancelled))
-			break;
+		    rl__list_empty(&loop->cancelled)) {
+			if (atomic_load_explicit(&loop->dead,
+						 memory_order_relaxed))
+				break;
+			/* From here on rl_post() refuses; wait for the posts
+			 * already past that check, which may still be
+			 * touching the backend's eventfd. Then one more pass:
+			 * the posts that came since the last drain run, and
+			 * so does what their callbacks queue (a task, a
+			 * promise's reactions), as for any other post. */
+			atomic_store_explicit(&loop->dead, true,
+					      memory_order_seq_cst);
+			while (atomic_load_explicit(&loop->posters,
+						    memory_order_acquire))
+				sched_yield();
+			continue;
+		}
 		if (rl__fifo_empty(&loop->ready))
 			loop->backend->wait(loop, guard++ ? 10000000 : 0);
 	}
-	/* From here on rl_post() refuses; wait for the posts already past
-	 * that check, which may still be touching the backend's eventfd, and
-	 * run what they pushed. */
-	atomic_store_explicit(&loop->dead, true, memory_order_seq_cst);
-	while (atomic_load_explicit(&loop->posters, memory_order_acquire))
-		sched_yield();
-	rl__drain_posts(loop);
 	run_release_hooks(loop);
 	return 0;
 }

@@ -18,14 +18,20 @@
  * group (whose loops all stay valid until the group is closed, so the
  * SQE, submitted later, never names a ring that is gone). It can fail
  * when the target's CQ is full (-EOVERFLOW): the sender's ring then gets
- * a CQE, and the wake-up goes again through the eventfd. On epoll the
- * eventfd is the only way.
+ * a CQE, and the wake-up goes again through the eventfd. The SQE must not
+ * wait in the sender's ring after its rl_run() returns (rl__msg_flush()).
+ * On epoll the eventfd is the only way.
  */
-#include "internal.h"
+#include "group.h"
 
+/* Only within a group: the loops of another group may be closed and
+ * freed before the SQE leaves (the sender may be inside a callback that
+ * closes that group), and the SQE would then ring a closed fd, whose
+ * failure names a freed loop (rl__msg_ring_failed()). */
 static bool may_ring(const rl_loop *from, const rl_loop *to)
 {
 	return from && from != to && from->member && to->member &&
+	       from->member->group == to->member->group &&
 	       from->msg_wake != RL_MSG_WAKE_EVENTFD &&
 	       from->backend == to->backend && from->backend->ring;
 }
@@ -37,9 +43,29 @@ void rl__msg_wake(rl_loop *to)
 	if (!atomic_load_explicit(&to->asleep, memory_order_seq_cst) ||
 	    !atomic_exchange_explicit(&to->asleep, false, memory_order_seq_cst))
 		return;
-	if (may_ring(from, to) && from->backend->ring(from, to))
+	if (may_ring(from, to) && from->backend->ring(from, to)) {
+		from->msg_unsent = true;
 		return;
+	}
 	to->backend->wake(to);
+}
+
+/*
+ * The SQE that rings the target leaves with the sender's next enter. A
+ * sender whose rl_run() returns may not enter again for a long time (a
+ * loop run to idle, then the thread waits for what the target does): the
+ * target, whose "asleep" flag the sender took, would sleep on with its
+ * messages, and no other sender would wake it. So the wake-ups go before
+ * rl_run() returns; a group's worker, which enters again at once, leaves
+ * them to that enter (group.c).
+ */
+void rl__msg_flush(rl_loop *loop)
+{
+	if (!loop->msg_unsent)
+		return;
+	loop->msg_unsent = false;
+	if (loop->backend->flush)
+		loop->backend->flush(loop);
 }
 
 void rl__msg_ring_failed(rl_loop *to)

@@ -974,6 +974,14 @@ static void uring_cancel(rl_loop *loop, rl_req *req)
 	rl__uring_fs_cancel(loop, u, req);
 }
 
+/* The wake-ups of other loops queued as MSG_RING SQEs (uring_msg.c), and
+ * whatever waits with them; nothing when the last wait took them. An
+ * error is kept for the next wait to report, as flush_sq() does. */
+static void uring_flush(rl_loop *loop)
+{
+	flush_sq(loop, rl__u(loop));
+}
+
 static void uring_wake(rl_loop *loop)
 {
 	struct rl__uring *u = rl__u(loop);
@@ -1070,6 +1078,7 @@ const struct rl__backend rl__backend_uring = {
 	.cancel = uring_cancel,
 	.wait = uring_wait,
 	.wake = uring_wake,
+	.flush = uring_flush,
 	.register_buffers = rl__uring_register_buffers,
 	.net_setup = rl__uring_net_setup,
 	.net_bufs_back = rl__uring_net_bufs_back,

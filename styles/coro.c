@@ -92,6 +92,12 @@ static void alive_del(rl_coro_ctx *s, rl_coro *co)
 {
 	rl__list_del(&co->alive_link);
 	s->stats.alive--;
+	/* Closing (unwind_all()) waits for the last coroutine, not for the
+	 * loop to go idle: a reference someone else holds on the loop (a
+	 * remote promise handle out on another loop) would keep that
+	 * rl_run() going for ever. */
+	if (s->closing && rl__list_empty(&s->alive))
+		rl_stop(s->loop);
 }
 
 /* --------------------------------------------------------- the switching */
@@ -490,6 +496,8 @@ static int unwind_all(rl_coro_ctx *s)
 		 * -ECANCELED. */
 		start_more(s);
 	}
+	/* Until the last coroutine returns (alive_del() stops the loop then)
+	 * or the loop goes idle with some still waiting. */
 	while (!rl__list_empty(&s->alive)) {
 		ret = rl_run(s->loop, RL_RUN_DEFAULT);
 		if (ret <= 0)

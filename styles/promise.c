@@ -219,8 +219,10 @@ int rl_promise_ctx_close(rl_promise_ctx *ctx)
 	if (!ctx)
 		return -EINVAL;
 	/* An open connection points at the context, and its next read or
-	 * write would use it after the free. */
-	if (ctx->queued || ctx->inflight || ctx->dispatching || ctx->conns)
+	 * write would use it after the free; so does a remote handle, whose
+	 * settlement may come from another thread at any time. */
+	if (ctx->queued || ctx->inflight || ctx->dispatching || ctx->conns ||
+	    ctx->remotes)
 		return -EBUSY;
 	rl_loop_off_close(ctx->loop, &ctx->close_hook);
 	ctx_free(ctx);

@@ -131,6 +131,7 @@ struct rl_promise_ctx {
 	size_t queued;	 /* waiters queued as microtasks */
 	size_t inflight; /* requests and timers in flight */
 	size_t conns;	 /* connections open (promise_conn.c) */
+	size_t remotes;	 /* handles of rl_promise_remote_new() out */
 };
 
 void *rl__record_get(struct rl__record_pool *pool);

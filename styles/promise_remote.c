@@ -32,6 +32,8 @@ rl_promise_remote *rl_promise_remote_new(rl_promise *p)
 	r->p = rl_promise_ref(p);
 	r->loop = rl_promise_ctx_loop(p->ctx);
 	rl_ref(r->loop);
+	/* The context must not be freed under the handle (ctx_close). */
+	p->ctx->remotes++;
 	return r;
 }
 
@@ -44,6 +46,7 @@ static void settle_here(struct rl_post *post)
 		rl_promise_reject_value(r->p, r->err, r->value);
 	else
 		rl_promise_resolve(r->p, r->value);
+	r->p->ctx->remotes--;
 	rl_promise_unref(r->p);
 	rl_unref(r->loop);
 	free(r);
@@ -58,8 +61,10 @@ static int remote_send(rl_promise_remote *r, int err, struct rl_value value)
 	r->err = err;
 	r->value = value;
 	ret = rl_post(r->loop, &r->post, settle_here);
+	/* The loop closes: it frees the promise and the context itself (the
+	 * count of handles, the loop thread's, no longer matters then). */
 	if (ret < 0)
-		free(r); /* the loop closes: it frees the promise itself */
+		free(r);
 	return ret;
 }
 
@@ -81,6 +86,7 @@ void rl_promise_remote_drop(rl_promise_remote *r)
 {
 	if (!r)
 		return;
+	r->p->ctx->remotes--;
 	rl_promise_unref(r->p);
 	rl_unref(r->loop);
 	free(r);

@@ -144,7 +144,8 @@ int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out);
 
 /* Frees the context and its pools (see above): 0, or -EBUSY while a
  * request, timer or microtask of the context is still in flight, while a
- * connection of it is open, or from inside one of its reactions. */
+ * connection of it is open or a handle of rl_promise_remote_new() is out,
+ * or from inside one of its reactions. */
 int rl_promise_ctx_close(rl_promise_ctx *ctx);
 
 /* Promises alive now (a debug count; 0 when nothing leaked). */
@@ -184,7 +185,9 @@ int rl_promise_adopt(rl_promise *p, rl_promise *q);
  * the handle is freed there. They return 0, or -ESHUTDOWN when p's loop is
  * closing (the handle is freed, p is not settled), -EINVAL for err >= 0
  * (the handle stays usable). rl_promise_remote_drop(), on p's loop, lets
- * go of a handle that will not be used.
+ * go of a handle that will not be used. While a handle is out,
+ * rl_promise_ctx_close() of p's context says -EBUSY. A handle is used
+ * once: settling or dropping it again is a use after free.
  */
 typedef struct rl_promise_remote rl_promise_remote;
 

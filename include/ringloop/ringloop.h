@@ -970,8 +970,11 @@ void rl_task_queue(rl_loop *loop, rl_task *task, void (*fn)(rl_task *task));
  * sends to one loop run in the order it sent them; none is lost. Only a
  * sleeping loop is woken, once per sleep; a busy one finds its messages
  * after its current batch. A loop of an io_uring group wakes another with
- * IORING_OP_MSG_RING, sent with its own next io_uring_enter(); other
- * threads, epoll loops and RL_MSG_WAKE_EVENTFD write the target's eventfd.
+ * IORING_OP_MSG_RING, sent with its own next io_uring_enter() or when its
+ * rl_run() returns (so a callback that blocks after a post, waiting for
+ * what the target does, needs RL_MSG_WAKE_EVENTFD); other threads, loops
+ * of other groups, epoll loops and RL_MSG_WAKE_EVENTFD write the target's
+ * eventfd.
  *
  * Spreading. A loop with spread on (RL_GROUP_SPREAD, rl_loop_spread())
  * hands its read_files to the group's loops in turn, itself included:
@@ -1025,7 +1028,12 @@ void rl_group_options_init(struct rl_group_options *opt);
 int rl_group_open(rl_group **out, const struct rl_group_options *opt);
 
 /* Closes every loop (see above) and frees the group; on the thread that
- * opened it, not inside rl_run(). Returns 0, or -EBUSY (loop 0 running). */
+ * opened it, not inside rl_run(). Returns 0, or, with nothing closed:
+ * -EBUSY when loop 0 is running or the caller is on the thread of another
+ * loop of the group (one of its callbacks, its share); -EEXIST on another
+ * thread than the opener's when loop 0's ring belongs to the opener (as
+ * rl_loop_close() says). The group is freed by the call that returns 0:
+ * a second close is a use after free. */
 int rl_group_close(rl_group *group);
 
 unsigned rl_group_size(const rl_group *group);
