@@ -301,6 +301,7 @@ int rl_coro_conn_shutdown(rl_coro_conn *c)
 	ww.c = c;
 	req = rl__coro_req(co);
 	req->data = &ww;
+	c->rx.shut = true;
 	err = rl_net_shutdown(c->loop, req, c->fd, SHUT_WR, write_done);
 	if (err < 0)
 		return err;

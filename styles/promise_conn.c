@@ -255,6 +255,8 @@ rl_promise *rl_promise_conn_write(rl_promise_conn *c, const void *buf,
 
 rl_promise *rl_promise_conn_shutdown(rl_promise_conn *c)
 {
+	if (c && !c->rx.closed)
+		c->rx.shut = true;
 	CONN_OP(c, rl_net_shutdown(c->loop, req, c->fd, SHUT_WR, write_cb));
 }
 

@@ -360,7 +360,10 @@ int64_t rl_coro_net_recvmsg(int fd, struct msghdr *msg, uint64_t timeout_ms);
  * when nothing is, it suspends until data comes and returns it. It
  * returns 0 at the end of the stream and -errno on an error (-ECONNRESET),
  * each only after every byte received before it was read, and again on
- * every later read. timeout_ms > 0: -ETIMEDOUT past it, and what arrives
+ * every later read. A peer's reset is -ECONNRESET on every backend, even
+ * when a write took the kernel's one report of it (a TCP connection not
+ * shut down on our side that the kernel has closed is a reset, not an
+ * end). timeout_ms > 0: -ETIMEDOUT past it, and what arrives
  * later waits for the next read (no byte is lost). -EBUSY while another
  * coroutine reads the connection; -ECANCELED once it is closed (by the
  * loop) or when the scheduler closes. Data that arrives while nobody

@@ -386,7 +386,10 @@ rl_promise *rl_promise_net_recvmsg(rl_promise_ctx *ctx, int fd,
  * i = the bytes (0 at the end of the stream), p = buf. It rejects with
  * the stream's error (-ECONNRESET...), the end and the error coming only
  * after every byte received before them was read, and again on every
- * later read. timeout_ms > 0: rejects with -ETIMEDOUT past it, and what
+ * later read. A peer's reset rejects with -ECONNRESET on every backend,
+ * even when a write took the kernel's one report of it (a TCP connection
+ * not shut down on our side that the kernel has closed is a reset, not
+ * an end). timeout_ms > 0: rejects with -ETIMEDOUT past it, and what
  * arrives later waits for the next read (no byte is lost).
  * rl_promise_cancel() of a pending read withdraws it the same way (it
  * rejects with -ECANCELED, having taken no byte), and so does
