@@ -313,7 +313,7 @@ int rl_net_connect(rl_loop *loop, rl_req *req, const struct rl_addr *addr,
 	if (!family_ok(addr))
 		return -EAFNOSUPPORT;
 	if (!addr_len_ok(addr) || (flags & ~(unsigned)RL_CONNECT_NODELAY) ||
-	    timeout_ms > INT64_MAX / 1000000)
+	    timeout_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	/* Making a socket never blocks; only the connect waits. */
 	fd = socket(addr->sa.sa_family,

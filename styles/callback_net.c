@@ -430,7 +430,7 @@ int rl_cb_net_release(rl_cb_conn *c, void *data)
 
 int rl_cb_net_set_timeout(rl_cb_conn *c, uint64_t ms)
 {
-	if (!c)
+	if (!c || ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	c->idle_ms = ms;
 	if (c->rx && !c->stopping)

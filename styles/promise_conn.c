@@ -180,7 +180,7 @@ rl_promise *rl_promise_conn_read(rl_promise_conn *c, void *buf, size_t len,
 	if (!c)
 		return NULL;
 	ctx = c->ctx;
-	if (!buf && len)
+	if ((!buf && len) || timeout_ms > RL_TIMEOUT_MAX_MS)
 		return rl_promise_rejected(ctx, -EINVAL);
 	if (c->rd)
 		return rl_promise_rejected(ctx, -EBUSY);

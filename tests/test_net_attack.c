@@ -1895,3 +1895,194 @@ BACKEND_TEST(net_attack, cb_handle_valid_inside_its_close_callback)
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 	tclose(loop);
 }
+
+/* ------------------------------------------ timeouts past the limit */
+
+/*
+ * Every call that takes a timeout refuses one past RL_TIMEOUT_MAX_MS
+ * with -EINVAL before it starts anything (ringloop.h): no byte taken or
+ * sent, no connection accepted. Each call is made where, before the fix,
+ * it would have done its work: data waiting, a connection in the backlog,
+ * room to send. Before: rl_coro_net_* and rl_coro_conn_write() ran
+ * without a timeout (the deadline's -EINVAL was ignored),
+ * rl_coro_conn_read() and rl_promise_conn_read() returned queued data
+ * (the check came only when parking), rl_promise_timeout() settled as p
+ * did, and rl_cb_net_set_timeout() said 0.
+ */
+#define TOO_LONG (RL_TIMEOUT_MAX_MS + 1)
+
+struct tl {
+	int lfd, s, peer;
+	struct rl_addr addr;
+	int64_t r[16];
+	int done;
+};
+
+static int64_t tl_body(void *arg)
+{
+	struct tl *k = arg;
+	char buf[8] = { 0 };
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	rl_coro_conn *c;
+	int fd;
+
+	k->r[0] = rl_coro_net_accept(k->lfd, TOO_LONG);
+	k->r[1] = rl_coro_net_recv(k->s, buf, sizeof(buf), TOO_LONG);
+	k->r[2] = rl_coro_net_recvmsg(k->s, &msg, TOO_LONG);
+	k->r[3] = rl_coro_net_send(k->s, "x", 1, TOO_LONG);
+	k->r[4] = rl_coro_net_sendmsg(k->s, &msg, TOO_LONG);
+	k->r[5] = rl_coro_net_connect(&k->addr, 0, TOO_LONG);
+	k->r[6] = rl_coro_sleep(TOO_LONG);
+	cr_assert_eq(rl_coro_conn_open(k->s, &c), 0);
+	/* Queue what the peer sent: a read with the longest timeout takes
+	 * one byte, the rest waits in the connection. */
+	k->r[7] = rl_coro_conn_read(c, buf, 1, RL_TIMEOUT_MAX_MS);
+	k->r[8] = rl_coro_conn_read(c, buf, sizeof(buf), TOO_LONG);
+	k->r[9] = rl_coro_conn_write(c, "x", 1, TOO_LONG);
+	k->r[10] = (int64_t)rl_coro_conn_buffered(c);
+	cr_assert_eq(rl_coro_conn_close(c), 0);
+	/* The longest timeout is a timeout, not an error. */
+	fd = rl_coro_net_accept(k->lfd, RL_TIMEOUT_MAX_MS);
+	k->r[11] = fd;
+	if (fd >= 0)
+		close(fd);
+	k->done++;
+	return 0;
+}
+
+BACKEND_TEST(net_attack, coro_timeouts_past_the_limit_are_einval)
+{
+	rl_loop *loop = tloop(tp);
+	rl_coro_ctx *sched = tsched(loop);
+	struct tl k;
+	char b[16];
+	int cl;
+
+	memset(&k, 0, sizeof(k));
+	k.lfd = tlisten(&k.addr, AF_INET, 8);
+	cl = tconnect(&k.addr);
+	tpair(AF_INET, &k.s, &k.peer);
+	cr_assert_eq(write(k.peer, "hello", 5), 5);
+	cr_assert_eq(rl_coro_spawn(sched, NULL, tl_body, &k, NULL), 0);
+	trun_until(loop, k.done == 1);
+	for (int i = 0; i <= 6; i++)
+		cr_assert_eq(k.r[i], -EINVAL, "call %d: %lld", i,
+			     (long long)k.r[i]);
+	cr_assert_eq(k.r[7], 1);
+	cr_assert_eq(k.r[8], -EINVAL, "%lld", (long long)k.r[8]);
+	cr_assert_eq(k.r[9], -EINVAL, "%lld", (long long)k.r[9]);
+	cr_assert_eq(k.r[10], 4, "the refused read took bytes");
+	/* The connection in the backlog was left for the last accept. */
+	cr_assert_geq(k.r[11], 0, "%s", rl_strerror((int)k.r[11]));
+	close(cl);
+	close(k.lfd);
+	trun(loop);
+	/* Nothing was sent by the refused sends and writes: the peer reads
+	 * the end (the connection closed its socket) and no byte. */
+	{
+		struct timeval tv = { 2, 0 };
+
+		cr_assert_eq(setsockopt(k.peer, SOL_SOCKET, SO_RCVTIMEO, &tv,
+					sizeof(tv)),
+			     0);
+		cr_assert_eq(recv(k.peer, b, sizeof(b), 0), 0);
+	}
+	close(k.peer);
+	tsched_close(sched);
+	tclose(loop);
+}
+
+BACKEND_TEST(net_attack, promise_timeouts_past_the_limit_are_einval)
+{
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	struct tsettled t[6];
+	struct rl_addr a;
+	rl_promise_conn *c;
+	rl_promise *sleep;
+	char buf[8];
+	int lfd, sfd, peer;
+
+	lfd = tlisten(&a, AF_INET, 8);
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(write(peer, "hello", 5), 5);
+	cr_assert_eq(rl_promise_conn_open(ctx, sfd, &c), 0);
+	twatch(rl_promise_conn_read(c, buf, 1, RL_TIMEOUT_MAX_MS), &t[0]);
+	trun_until(loop, t[0].calls == 1);
+	cr_assert_eq(t[0].err, 0);
+	cr_assert_eq(t[0].v.i, 1);
+	trun_until(loop, rl_promise_conn_buffered(c) == 4);
+	twatch(rl_promise_conn_read(c, buf, sizeof(buf), TOO_LONG), &t[1]);
+	twatch(rl_promise_net_connect(ctx, &a, 0, TOO_LONG), &t[2]);
+	twatch(rl_promise_sleep(ctx, TOO_LONG), &t[3]);
+	/* A timeout of a promise that would fulfil: refused, not raced. */
+	sleep = rl_promise_sleep(ctx, 1);
+	twatch(rl_promise_timeout(sleep, TOO_LONG), &t[4]);
+	twatch(rl_promise_timeout(rl_promise_sleep(ctx, 1), RL_TIMEOUT_MAX_MS),
+	       &t[5]);
+	trun_until(loop, t[1].calls + t[2].calls + t[3].calls + t[4].calls +
+					 t[5].calls ==
+				 5);
+	for (int i = 1; i <= 4; i++)
+		cr_assert_eq(t[i].err, -EINVAL, "call %d: %s", i,
+			     rl_strerror(t[i].err));
+	cr_assert_eq(t[5].err, 0, "%s", rl_strerror(t[5].err));
+	cr_assert_eq(rl_promise_conn_buffered(c), 4,
+		     "the refused read took bytes");
+	cr_assert_eq(rl_promise_conn_close(c), 0);
+	close(peer);
+	close(lfd);
+	trun(loop);
+	tend(loop, ctx);
+}
+
+static void tl_conn(int err, rl_cb_conn *c, void *arg)
+{
+	(void)err;
+	(void)c;
+	(*(int *)arg)++;
+}
+
+BACKEND_TEST(net_attack, cb_timeouts_past_the_limit_are_einval)
+{
+	rl_loop *loop = tloop(tp);
+	rl_cb_ctx *cbs;
+	rl_cb_conn *c;
+	struct rl_addr a;
+	rl_timer timer;
+	rl_req req;
+	struct tseen seen = { 0, 0 };
+	char buf[8];
+	int calls = 0, lfd, sfd, peer;
+
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	lfd = tlisten(&a, AF_INET, 8);
+	tpair(AF_INET, &sfd, &peer);
+	cr_assert_eq(rl_cb_net_wrap(cbs, sfd, &c), 0);
+	cr_assert_eq(rl_cb_net_set_timeout(c, TOO_LONG), -EINVAL);
+	cr_assert_eq(rl_cb_net_set_timeout(c, RL_TIMEOUT_MAX_MS), 0);
+	cr_assert_eq(rl_cb_net_connect(cbs, &a, 0, TOO_LONG, tl_conn, &calls),
+		     -EINVAL);
+	/* The loop's own calls, for the record. */
+	rl_timer_init(&timer);
+	cr_assert_eq(rl_timer_start(loop, &timer, TOO_LONG, 0, tguard_cb),
+		     -EINVAL);
+	rl_req_init(&req);
+	cr_assert_eq(rl_net_connect(loop, &req, &a, 0, TOO_LONG, tsink_cb),
+		     -EINVAL);
+	req.data = &seen;
+	cr_assert_eq(rl_net_recv(loop, &req, peer, buf, sizeof(buf), tseen_cb),
+		     0);
+	cr_assert_eq(rl_req_deadline(loop, &req, &timer, TOO_LONG), -EINVAL);
+	cr_assert_eq(rl_cancel(loop, &req), 0);
+	trun_until(loop, seen.calls == 1);
+	cr_assert_eq(seen.result, -ECANCELED);
+	cr_assert_eq(rl_cb_net_close(c, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(calls, 0);
+	close(peer);
+	close(lfd);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}

@@ -248,7 +248,8 @@ int rl_cb_net_read_stop(rl_cb_conn *conn);
 void *rl_cb_net_hold(rl_cb_conn *conn);
 int rl_cb_net_release(rl_cb_conn *conn, void *data);
 /* An idle timeout: while reading, when no data has come for ms, reading
- * ends with -ETIMEDOUT. 0 turns it off. Returns 0. */
+ * ends with -ETIMEDOUT. 0 turns it off. Returns 0, or -EINVAL past
+ * RL_TIMEOUT_MAX_MS (ringloop.h). */
 int rl_cb_net_set_timeout(rl_cb_conn *conn, uint64_t ms);
 
 /* Writes all of buf (see above); done may be NULL. Returns 0, or -EPIPE

@@ -297,7 +297,8 @@ int rl_coro_fs_rename(const char *from, const char *to, unsigned flags);
  * of them), 0 for shutdown, or -errno. timeout_ms > 0 bounds the wait:
  * past it the call returns -ETIMEDOUT (the request is cancelled; a
  * receive that got data just then returns the data, never losing it);
- * 0 waits as long as it takes. Buffers and msghdrs may live on the
+ * 0 waits as long as it takes; past RL_TIMEOUT_MAX_MS (ringloop.h) the
+ * call is -EINVAL and does nothing. Buffers and msghdrs may live on the
  * coroutine's stack. An echo server:
  *
  *	static int64_t echo(void *arg)

@@ -649,6 +649,18 @@ int rl_cancel(rl_loop *loop, rl_req *req);
 
 /* ----------------------------------------------------------------- timers */
 
+/*
+ * The longest timeout any call takes, in milliseconds: about 292 years,
+ * past which a deadline in nanoseconds would wrap. Every call that takes a
+ * timeout or a delay in milliseconds (timers, rl_req_deadline(),
+ * rl_net_connect(), and the styles' calls with a timeout_ms or ms) fails
+ * with -EINVAL above it, before it starts anything: no request goes out,
+ * no byte is read or written (a promise call gives a promise rejected
+ * with -EINVAL). UINT64_MAX, a common "forever", is such a value: pass 0
+ * for no timeout.
+ */
+#define RL_TIMEOUT_MAX_MS (UINT64_MAX / 2000000u)
+
 typedef void (*rl_timer_cb)(rl_timer *timer, int status);
 
 /*
