@@ -14,6 +14,7 @@
  */
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include "coro_helpers.h"
 #include "net_helpers.h"
@@ -2084,5 +2085,327 @@ BACKEND_TEST(net_attack, cb_timeouts_past_the_limit_are_einval)
 	close(peer);
 	close(lfd);
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
+
+/* ------------------------------------ the item queue out of memory */
+
+/*
+ * Out of memory, with real means: the address space is limited to what
+ * is mapped now plus 1 MiB, and the heap is filled to that limit with
+ * small blocks, so that from then on every malloc fails (glibc finds no
+ * free chunk, and neither brk nor mmap can grow). The stack is grown
+ * first, since it could not grow past the limit either. Not under the
+ * sanitizers (their allocator aborts instead of failing) nor Valgrind
+ * (its own allocator and address space): the tests skip there. While it
+ * lasts nothing may allocate: no cr_assert (its failure message would),
+ * and callbacks only count.
+ */
+#define TMEM_BLOCKS (1u << 20)
+
+struct tmem {
+	void **blocks;
+	size_t n;
+	struct rlimit old;
+};
+
+static bool tmem_unsupported(void)
+{
+#ifdef RL_SAN
+	return true;
+#else
+	return getenv("RL_VALGRIND") != NULL;
+#endif
+}
+
+static __attribute__((noinline)) void tmem_grow_stack(void)
+{
+	volatile char deep[512 << 10];
+
+	memset((char *)deep, 1, sizeof(deep));
+}
+
+static void tmem_exhaust(struct tmem *m)
+{
+	char buf[128];
+	struct rlimit lim;
+	ssize_t r;
+	int fd;
+
+	tmem_grow_stack();
+	m->blocks = malloc(TMEM_BLOCKS * sizeof(*m->blocks));
+	cr_assert_not_null(m->blocks);
+	m->n = 0;
+	fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	cr_assert_gt(r, 0);
+	buf[r] = '\0';
+	cr_assert_eq(getrlimit(RLIMIT_AS, &m->old), 0);
+	lim = m->old;
+	lim.rlim_cur =
+		(rlim_t)strtoul(buf, NULL, 10) * (rlim_t)sysconf(_SC_PAGESIZE) +
+		(1u << 20);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	while (m->n < TMEM_BLOCKS && (m->blocks[m->n] = malloc(64)))
+		m->n++;
+	while (m->n < TMEM_BLOCKS && (m->blocks[m->n] = malloc(16)))
+		m->n++;
+}
+
+/* Whether malloc still fails (checked before tmem_restore()). */
+static bool tmem_still_exhausted(void)
+{
+	void *p = malloc(4096);
+
+	free(p);
+	return p == NULL;
+}
+
+static void tmem_restore(struct tmem *m)
+{
+	cr_assert_eq(setrlimit(RLIMIT_AS, &m->old), 0);
+	while (m->n)
+		free(m->blocks[--m->n]);
+	free(m->blocks);
+	m->blocks = NULL;
+}
+
+/* Runs the loop until cond or ms pass, allocating nothing itself: its
+ * guard timer (which wakes the loop when nothing else comes) is started
+ * by the caller before malloc fails, and stopped after. */
+#define trun_bare(loop, cond, ms)                            \
+	do {                                                 \
+		uint64_t end_ = tnow_ms() + (ms);            \
+		while (!(cond) && tnow_ms() < end_)          \
+			if (rl_run((loop), RL_RUN_ONCE) < 0) \
+				break;                       \
+	} while (0)
+
+static void tguard_start(rl_loop *loop, rl_timer *guard)
+{
+	rl_timer_init(guard);
+	cr_assert_eq(rl_timer_start(loop, guard, 10, 10, tguard_cb), 0);
+}
+
+/* A receive stream that checks the pattern and only counts. */
+struct mrx {
+	rl_req req;
+	size_t bytes;
+	int bad, finals;
+	int64_t final;
+};
+
+static void mrx_cb(rl_req *req)
+{
+	struct mrx *s = req->data;
+	const unsigned char *p = req->buf;
+
+	if (!rl_req_more(req)) {
+		s->finals++;
+		s->final = req->result;
+		return;
+	}
+	if (s->finals)
+		s->bad++;
+	for (size_t i = 0; i < req->len; i++) {
+		if (p[i] != tpat(s->bytes + i)) {
+			s->bad++;
+			break;
+		}
+	}
+	s->bytes += req->len;
+}
+
+/* Whether each stream got each bytes or ended. */
+static bool mrx_settled(const struct mrx *rx, int n, size_t each)
+{
+	for (int i = 0; i < n; i++)
+		if (rx[i].bytes < each && !rx[i].finals)
+			return false;
+	return true;
+}
+
+static int mrx_finals(const struct mrx *rx, int n)
+{
+	int f = 0;
+
+	for (int i = 0; i < n; i++)
+		f += rx[i].finals;
+	return f;
+}
+
+/*
+ * Sixteen receive streams get 32 KiB each in one go: 128 items of 4 KiB
+ * in one wait, more than the 64 the item queue had at first. With malloc
+ * failing, every byte still arrives, in order, and no stream ends. Before
+ * the fix the queue grew by malloc when a burst filled it, and an item
+ * that found no memory was dropped (its buffer recycled) while the
+ * stream went on: a gap in the data (bytes short, the pattern broken).
+ */
+BACKEND_TEST(net_attack, recv_streams_lose_nothing_when_malloc_fails)
+{
+	enum { CONNS = 16, EACH = 32 << 10 };
+	rl_loop *loop;
+	static unsigned char msg[EACH];
+	struct mrx rx[CONNS];
+	int s[CONNS], peer[CONNS];
+	ssize_t sent[CONNS];
+	struct tmem m;
+	rl_timer guard;
+	bool exhausted;
+
+	if (tmem_unsupported())
+		cr_skip_test("malloc cannot be made to fail here");
+	loop = tloop(tp);
+	tpat_fill(msg, 0, EACH);
+	for (int i = 0; i < CONNS; i++) {
+		tpair(AF_INET, &s[i], &peer[i]);
+		memset(&rx[i], 0, sizeof(rx[i]));
+		rx[i].req.data = &rx[i];
+		cr_assert_eq(rl_net_recv_stream(loop, &rx[i].req, s[i], mrx_cb),
+			     0);
+	}
+	/* The streams wait for data, armed or watched, before malloc
+	 * fails. */
+	trun_for(loop, 20);
+	tguard_start(loop, &guard);
+	tmem_exhaust(&m);
+	for (int i = 0; i < CONNS; i++)
+		sent[i] = send(peer[i], msg, EACH, MSG_DONTWAIT);
+	trun_bare(loop, mrx_settled(rx, CONNS, EACH), 5000);
+	exhausted = tmem_still_exhausted();
+	tmem_restore(&m);
+	rl_timer_stop(loop, &guard);
+	cr_assert(exhausted, "malloc did not fail: the test proves nothing");
+	for (int i = 0; i < CONNS; i++) {
+		cr_assert_eq(sent[i], EACH);
+		cr_assert_eq(rx[i].finals, 0, "stream %d ended: %s", i,
+			     rl_strerror((int)rx[i].final));
+		cr_assert_eq(rx[i].bad, 0, "stream %d: a gap in the data", i);
+		cr_assert_eq(rx[i].bytes, (size_t)EACH, "stream %d: %zu bytes",
+			     i, rx[i].bytes);
+	}
+	for (int i = 0; i < CONNS; i++)
+		cr_assert_eq(rl_cancel(loop, &rx[i].req), 0);
+	trun_until(loop, mrx_finals(rx, CONNS) == CONNS);
+	for (int i = 0; i < CONNS; i++) {
+		cr_assert_eq(rx[i].final, -ECANCELED);
+		close(s[i]);
+		close(peer[i]);
+	}
+	tclose(loop);
+}
+
+/* An accept stream that only counts, keeping the fds it gets. */
+#define MACC_MAX 256
+struct macc {
+	rl_req req;
+	int fds[MACC_MAX];
+	int n, finals, after_final, overflow;
+	int64_t final;
+};
+
+static void macc_cb(rl_req *req)
+{
+	struct macc *a = req->data;
+
+	if (!rl_req_more(req)) {
+		a->finals++;
+		a->final = req->result;
+		return;
+	}
+	if (a->finals)
+		a->after_final++;
+	if (a->n < MACC_MAX)
+		a->fds[a->n++] = (int)req->result;
+	else
+		a->overflow++;
+}
+
+/*
+ * Two accept streams, each with 100 connections in its backlog, when
+ * malloc fails: more connections in one wait than the item queue holds
+ * (64), so it would have to grow. The connection that finds no room is
+ * closed and its stream ends with -ENOMEM, after the connections queued
+ * before it and with none after; the other connections stay in the
+ * backlog (epoll) or are closed (io_uring posted them before its cancel
+ * took). A stream that did not fail goes on and gets all of its
+ * connections once memory is back. Before the fix a connection that
+ * found no memory was closed and the stream went on, so a server lost
+ * connections without a word.
+ */
+BACKEND_TEST(net_attack, accept_stream_ends_with_enomem_when_malloc_fails)
+{
+	enum { LISTENERS = 2, CONNS = 100 };
+	rl_loop *loop;
+	struct macc acc[LISTENERS];
+	struct rl_addr a[LISTENERS];
+	int lfd[LISTENERS], cl[LISTENERS][CONNS], failed = 0;
+	int cerr = 0;
+	struct tmem m;
+	rl_timer guard;
+	bool exhausted;
+
+	if (tmem_unsupported())
+		cr_skip_test("malloc cannot be made to fail here");
+	loop = tloop(tp);
+	for (int l = 0; l < LISTENERS; l++) {
+		lfd[l] = tlisten(&a[l], AF_INET, 256);
+		memset(&acc[l], 0, sizeof(acc[l]));
+		acc[l].req.data = &acc[l];
+		cr_assert_eq(rl_net_accept(loop, &acc[l].req, lfd[l], macc_cb),
+			     0);
+	}
+	trun_for(loop, 20);
+	tguard_start(loop, &guard);
+	tmem_exhaust(&m);
+	for (int l = 0; l < LISTENERS; l++) {
+		for (int i = 0; i < CONNS; i++) {
+			cl[l][i] =
+				socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (cl[l][i] < 0 ||
+			    connect(cl[l][i], &a[l].sa, a[l].len) < 0)
+				cerr++;
+		}
+	}
+	trun_bare(loop,
+		  (acc[0].finals || acc[0].n == CONNS) &&
+			  (acc[1].finals || acc[1].n == CONNS),
+		  5000);
+	exhausted = tmem_still_exhausted();
+	tmem_restore(&m);
+	rl_timer_stop(loop, &guard);
+	cr_assert(exhausted, "malloc did not fail: the test proves nothing");
+	cr_assert_eq(cerr, 0);
+	for (int l = 0; l < LISTENERS; l++) {
+		cr_assert_eq(acc[l].overflow, 0);
+		cr_assert_eq(acc[l].after_final, 0);
+		if (acc[l].finals) {
+			cr_assert_eq(acc[l].final, -ENOMEM, "%s",
+				     rl_strerror((int)acc[l].final));
+			cr_assert_lt(acc[l].n, CONNS);
+			failed++;
+		}
+	}
+	cr_assert_geq(failed, 1, "no stream said -ENOMEM: connections lost");
+	/* With memory back, a stream that goes on gets all of its own. */
+	for (int l = 0; l < LISTENERS; l++) {
+		if (!acc[l].finals) {
+			trun_until(loop, acc[l].n == CONNS);
+			cr_assert_eq(rl_cancel(loop, &acc[l].req), 0);
+			trun_until(loop, acc[l].finals == 1);
+			cr_assert_eq(acc[l].final, -ECANCELED);
+		}
+	}
+	trun(loop);
+	for (int l = 0; l < LISTENERS; l++) {
+		for (int i = 0; i < acc[l].n; i++)
+			close(acc[l].fds[i]);
+		for (int i = 0; i < CONNS; i++)
+			close(cl[l][i]);
+		close(lfd[l]);
+	}
 	tclose(loop);
 }
