@@ -2154,13 +2154,20 @@ static void tmem_exhaust(struct tmem *m)
 		m->n++;
 }
 
-/* Whether malloc still fails (checked before tmem_restore()). */
+/* Whether malloc still fails (checked before tmem_restore()). The
+ * pointer goes through a volatile: clang removes a malloc whose block is
+ * only freed, and takes it as successful. */
+static void *volatile tmem_probe;
+
 static bool tmem_still_exhausted(void)
 {
-	void *p = malloc(4096);
+	bool failed;
 
-	free(p);
-	return p == NULL;
+	tmem_probe = malloc(4096);
+	failed = tmem_probe == NULL;
+	free(tmem_probe);
+	tmem_probe = NULL;
+	return failed;
 }
 
 static void tmem_restore(struct tmem *m)
