@@ -39,7 +39,9 @@ int rl_req_deadline(rl_loop *loop, rl_req *req, rl_timer *timer,
 	struct rl__req_priv *p;
 	int ret;
 
-	if (!loop || !req || !timer || req->loop != loop)
+	/* Checked first: a deadline that cannot be set leaves the old one. */
+	if (!loop || !req || !timer || req->loop != loop ||
+	    timeout_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	p = rl__req(req);
 	/* The answers of rl_cancel(), in its order. */

@@ -80,7 +80,10 @@ static int64_t accept_step(rl_loop *loop, rl_req *req)
 		fd = accept4(req->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		loop->stats.syscalls++;
 		if (fd >= 0) {
-			rl__net_push(loop, req, fd, RL__NET_NO_BUF);
+			/* No room for it (net.h): it was closed, and the
+			 * stream ends after the connections before it. */
+			if (rl__net_push(loop, req, fd, RL__NET_NO_BUF) < 0)
+				return -ENOMEM;
 			continue;
 		}
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -117,7 +120,7 @@ static int64_t recv_stream_step(rl_loop *loop, rl_req *req)
 		loop->stats.syscalls++;
 		if (r > 0) {
 			rl__net_buf_out(n, (uint32_t)id);
-			rl__net_push(loop, req, (int32_t)r, id);
+			(void)rl__net_push(loop, req, (int32_t)r, id);
 			if ((size_t)r < n->bufsize)
 				return AGAIN;
 			continue;

@@ -313,7 +313,7 @@ int rl_net_connect(rl_loop *loop, rl_req *req, const struct rl_addr *addr,
 	if (!family_ok(addr))
 		return -EAFNOSUPPORT;
 	if (!addr_len_ok(addr) || (flags & ~(unsigned)RL_CONNECT_NODELAY) ||
-	    timeout_ms > INT64_MAX / 1000000)
+	    timeout_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	/* Making a socket never blocks; only the connect waits. */
 	fd = socket(addr->sa.sa_family,
@@ -509,6 +509,28 @@ int rl__net_get(rl_loop *loop)
 	return 0;
 }
 
+/* Grows the item ring to at least need entries, keeping its order. */
+static int grow_items(struct rl__net *n, uint32_t need)
+{
+	struct rl__net_item *items;
+	uint32_t cap = n->icap;
+
+	while (cap < need)
+		cap *= 2;
+	if (cap == n->icap)
+		return 0;
+	items = malloc((size_t)cap * sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n->icount; i++)
+		items[i] = n->items[(n->ihead + i) & (n->icap - 1)];
+	free(n->items);
+	n->items = items;
+	n->ihead = 0;
+	n->icap = cap;
+	return 0;
+}
+
 static void free_bufs(struct rl__net *n)
 {
 	if (n->slab)
@@ -547,7 +569,10 @@ int rl__net_bufs(rl_loop *loop)
 	n->bstate = calloc(nbufs, 1);
 	n->freeb = malloc(nbufs * sizeof(*n->freeb));
 	n->back = malloc(nbufs * sizeof(*n->back));
-	if (!n->bstate || !n->freeb || !n->back) {
+	/* Room for an item per buffer, made now, so that queueing a
+	 * received chunk never needs memory (net.h). */
+	if (!n->bstate || !n->freeb || !n->back ||
+	    grow_items(n, nbufs + n->naccepts) < 0) {
 		free_bufs(n);
 		return -ENOMEM;
 	}
@@ -632,21 +657,6 @@ static void drop_item(rl_loop *loop, struct rl__net *n,
 	}
 }
 
-static bool grow_items(struct rl__net *n)
-{
-	struct rl__net_item *items = malloc(2 * n->icap * sizeof(*items));
-
-	if (!items)
-		return false;
-	for (uint32_t i = 0; i < n->icount; i++)
-		items[i] = n->items[(n->ihead + i) & (n->icap - 1)];
-	free(n->items);
-	n->items = items;
-	n->ihead = 0;
-	n->icap *= 2;
-	return true;
-}
-
 static void flush_back(rl_loop *loop, struct rl__net *n)
 {
 	if (n->nback) {
@@ -655,23 +665,28 @@ static void flush_back(rl_loop *loop, struct rl__net *n)
 	}
 }
 
-void rl__net_push(rl_loop *loop, rl_req *req, int32_t res, int32_t buf)
+int rl__net_push(rl_loop *loop, rl_req *req, int32_t res, int32_t buf)
 {
 	struct rl__net *n = loop->net;
 	struct rl__net_item *it;
 
-	if (n->icount == n->icap && !grow_items(n)) {
-		struct rl__net_item lost = { req, res, buf };
+	/* A receive item's room was made with the buffers: icount <=
+	 * nbufs + naccepts <= icap. */
+	if (buf == RL__NET_NO_BUF) {
+		if (grow_items(n, n->nbufs + n->naccepts + 1) < 0) {
+			struct rl__net_item lost = { req, res, buf };
 
-		drop_item(loop, n, &lost);
-		flush_back(loop, n);
-		return;
+			drop_item(loop, n, &lost);
+			return -ENOMEM;
+		}
+		n->naccepts++;
 	}
 	it = &n->items[(n->ihead + n->icount) & (n->icap - 1)];
 	it->req = req;
 	it->res = res;
 	it->buf = buf;
 	n->icount++;
+	return 0;
 }
 
 bool rl__net_items_pending(const rl_loop *loop)
@@ -704,6 +719,8 @@ int rl__net_run_items(rl_loop *loop)
 		it = n->items[n->ihead];
 		n->ihead = (n->ihead + 1) & (n->icap - 1);
 		n->icount--;
+		if (it.buf == RL__NET_NO_BUF)
+			n->naccepts--;
 		if (loop->closing) {
 			drop_item(loop, n, &it);
 			continue;

@@ -41,10 +41,20 @@ struct rl__net_item {
 };
 
 struct rl__net {
-	/* Items not delivered yet: a ring of icap (a power of two) entries,
-	 * grown by doubling when a burst needs it, never shrunk. */
+	/*
+	 * Items not delivered yet: a ring of icap (a power of two) entries,
+	 * never shrunk. A receive item holds a provided buffer, each its own,
+	 * so at most nbufs of them are queued; the ring always has room for
+	 * those beside the accepted connections queued (icap >= nbufs +
+	 * naccepts), and a receive item is queued without any allocation:
+	 * no byte of a stream is ever lost for memory. Only an accepted
+	 * connection may grow the ring (a multishot accept posts one per
+	 * connection, as many as the backlog holds, nothing the loop owns
+	 * bounds them); when it cannot, its stream ends with -ENOMEM.
+	 */
 	struct rl__net_item *items;
 	uint32_t icap, ihead, icount;
+	uint32_t naccepts; /* queued items without a buffer: connections */
 
 	/* The provided buffers; slab is NULL until the first stream recv. */
 	char *slab;
@@ -70,11 +80,15 @@ static inline char *rl__net_buf(const struct rl__net *n, uint32_t id)
 	return n->slab + (size_t)id * n->bufsize;
 }
 
-/* Backend -> loop: an item of stream req (res >= 0; buf: the provided
- * buffer holding it, or RL__NET_NO_BUF). Never fails: under memory
- * pressure an item that cannot be queued is dropped as a cancelled
- * stream's would be. */
-void rl__net_push(rl_loop *loop, rl_req *req, int32_t res, int32_t buf);
+/*
+ * Backend -> loop: an item of stream req (res >= 0; buf: the provided
+ * buffer holding it, or RL__NET_NO_BUF for an accepted connection).
+ * Returns 0. A receive item (with a buffer) always finds room. An
+ * accepted connection for which the queue cannot grow is closed and
+ * -ENOMEM returned: the backend then ends the stream with -ENOMEM, after
+ * the items queued before it, and queues none of it after.
+ */
+int rl__net_push(rl_loop *loop, rl_req *req, int32_t res, int32_t buf);
 
 /* A buffer the kernel filled (io_uring) or the backend took (epoll) is
  * out now. */

@@ -101,8 +101,7 @@ int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 	if (loop->closing)
 		return -ECANCELED;
 	/* Beyond ~584 years of nanoseconds the deadline would wrap. */
-	if (timeout_ms > UINT64_MAX / 2000000u ||
-	    repeat_ms > UINT64_MAX / 2000000u)
+	if (timeout_ms > RL_TIMEOUT_MAX_MS || repeat_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	if (timer->state != RL__TIMER_IDLE)
 		return -EBUSY;

@@ -62,7 +62,8 @@ enum {
 struct rl__uring_net_req {
 	int32_t slot;	  /* always -1: sockets take no direct slot */
 	int32_t step;	  /* NET_* */
-	int32_t res;	  /* connect: its CQE; send: the first error */
+	int32_t res;	  /* connect: its CQE; send: the first error;
+			   * accept: -ENOMEM once it failed (net.h) */
 	int32_t tres;	  /* connect: the link timeout's CQE */
 	uint16_t owed;	  /* connect: CQEs still to come */
 	uint16_t notifs;  /* send_zc: notifications still to come */
@@ -355,14 +356,32 @@ void rl__uring_net_bufs_back(rl_loop *loop, const uint16_t *ids, unsigned cnt)
 
 /* ---------------------------------------------------------- completions */
 
+/*
+ * A connection that found no room in the item queue ends the stream with
+ * -ENOMEM (net.h): the multishot accept is cancelled, and the connections
+ * it still posts before its last CQE are closed, so none comes after the
+ * error.
+ */
 static void accept_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		       int32_t res, bool more)
 {
-	if (res >= 0)
-		rl__net_push(loop, req, res, RL__NET_NO_BUF);
+	struct rl__uring_net_req *ur = unr(req);
+
+	if (res >= 0 && ur->res < 0) {
+		close(res);
+		loop->stats.syscalls++;
+	} else if (res >= 0 &&
+		   rl__net_push(loop, req, res, RL__NET_NO_BUF) < 0) {
+		ur->res = -ENOMEM;
+		if (more)
+			rl__uring_cancel_sqe(loop, u,
+					     rl__udata(req, RL__TAG_MAIN));
+	}
 	if (more)
 		return;
-	if (rl__net_stopping(loop, req))
+	if (ur->res < 0)
+		rl__uring_complete(loop, rl__u(loop), req, ur->res);
+	else if (rl__net_stopping(loop, req))
 		rl__uring_complete(loop, rl__u(loop), req, -ECANCELED);
 	else if (res >= 0 || rl__net_accept_skip(res))
 		rearm(loop, u, req);
@@ -381,7 +400,7 @@ static void recv_stream_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		u->net.out++;
 	}
 	if (res > 0 && bid != RL__NET_NO_BUF)
-		rl__net_push(loop, req, res, bid);
+		(void)rl__net_push(loop, req, res, bid);
 	else if (bid != RL__NET_NO_BUF)
 		rl__net_buf_back(loop, (uint32_t)bid);
 	if (flags & IORING_CQE_F_MORE)

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "callback_internal.h"
+#include "conn_rx.h"
 
 /* A timeout "turned off" while a stream is in flight: the loop's deadline
  * cannot be withdrawn, only moved, so it goes this far. */
@@ -272,6 +273,9 @@ static void rx_cb_run(rl_req *req)
 	c->over = true;
 	if (c->pend_final)
 		return; /* an earlier failure is the one to tell */
+	/* A reset a write took ends the stream with 0 (conn_rx.h). */
+	if (res == 0)
+		res = rl__conn_end(c->fd, c->ending);
 	if (c->reading && !c->npend) {
 		tell_end(c, res);
 		return;
@@ -426,7 +430,7 @@ int rl_cb_net_release(rl_cb_conn *c, void *data)
 
 int rl_cb_net_set_timeout(rl_cb_conn *c, uint64_t ms)
 {
-	if (!c)
+	if (!c || ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	c->idle_ms = ms;
 	if (c->rx && !c->stopping)

@@ -13,6 +13,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include "conn_rx.h"
 
@@ -143,6 +146,8 @@ static void rx_final(struct rl__rx *rx, int res)
 			return;
 		res = rx->final;
 	} else {
+		if (res == 0)
+			res = rl__conn_end(rx->fd, rx->shut);
 		rx->ended = true;
 		rx->final = res;
 	}
@@ -160,6 +165,20 @@ static void rx_cb(rl_req *req)
 		rx_item(rx, req);
 	else
 		rx_final(rx, (int)req->result);
+}
+
+int rl__conn_end(int fd, bool shut)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (shut)
+		return 0;
+	memset(&ti, 0, sizeof(ti));
+	/* Not TCP (a Unix socket): EOPNOTSUPP, and the end it is. */
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return 0;
+	return ti.tcpi_state == TCP_CLOSE ? -ECONNRESET : 0;
 }
 
 bool rl__rx_read(struct rl__rx *rx, void *buf, size_t len, int64_t *res)

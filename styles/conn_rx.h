@@ -62,6 +62,7 @@ struct rl__rx {
 	bool ended;    /* final is known: no new stream */
 	bool closed;   /* rl__rx_close(): items are dropped */
 	bool waiting;  /* a waiter is parked */
+	bool shut;     /* the owner shut our side down (SHUT_WR) */
 	char *wbuf;
 	size_t wlen;
 	struct rl__rx_chunk inl[RL__RX_INLINE];
@@ -87,6 +88,20 @@ static inline void rl__rx_unpark(struct rl__rx *rx)
 {
 	rx->waiting = false;
 }
+
+/*
+ * What the end of a stream (a receive that got 0) means on socket fd:
+ * 0, or -ECONNRESET when the connection was aborted. The kernel reports a
+ * peer's reset once (sock_error() clears it); when a send takes it (on
+ * io_uring a send continued inside the kernel even loses it, reporting
+ * the bytes it sent, and the next chunk gets -EPIPE), a receive then sees
+ * only the end. A TCP socket we did not shut down reaches TCP_CLOSE only
+ * by an abort (a reset, a timeout): the peer's orderly end leaves it in
+ * CLOSE_WAIT. So this asks the kernel (TCP_INFO) once, at the end; with
+ * shut true (our side was shut down, and CLOSE follows an orderly close
+ * too) and for other sockets it says 0.
+ */
+int rl__conn_end(int fd, bool shut);
 
 /* Drops the queue (the buffers go back to the loop), forgets any waiter
  * (wake will not run) and cancels the stream. Returns true while the

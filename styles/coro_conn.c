@@ -183,7 +183,7 @@ int64_t rl_coro_conn_read(rl_coro_conn *c, void *buf, size_t len,
 
 	if (!co)
 		return err;
-	if (!c || (!buf && len))
+	if (!c || (!buf && len) || timeout_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	if (c->reader)
 		return -EBUSY;
@@ -246,7 +246,9 @@ static int64_t wait_tracked(rl_coro_conn *c, rl_coro *co, struct write_wait *ww,
 	rl__list_add_tail(&c->writes, &ww->link);
 	c->nwrites++;
 	/* The request's callback stops the timer before the coroutine
-	 * resumes, so it may live on this stack. */
+	 * resumes, so it may live on this stack. rl_req_deadline() cannot
+	 * fail here: the request is in flight, the timer idle, and the
+	 * caller checked the timeout. */
 	if (timeout_ms) {
 		rl_timer_init(&deadline);
 		rl_req_deadline(c->loop, req, &deadline, timeout_ms);
@@ -264,7 +266,7 @@ int64_t rl_coro_conn_write(rl_coro_conn *c, const void *buf, size_t len,
 
 	if (!co)
 		return err;
-	if (!c || (!buf && len))
+	if (!c || (!buf && len) || timeout_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
 	if (c->rx.closed)
 		return -ECANCELED;
@@ -301,6 +303,7 @@ int rl_coro_conn_shutdown(rl_coro_conn *c)
 	ww.c = c;
 	req = rl__coro_req(co);
 	req->data = &ww;
+	c->rx.shut = true;
 	err = rl_net_shutdown(c->loop, req, c->fd, SHUT_WR, write_done);
 	if (err < 0)
 		return err;

@@ -5,31 +5,37 @@
  *
  * A timeout is the loop's deadline on that request, with its timer on the
  * coroutine's stack: the coroutine stays suspended until the request's
- * callback, which stops the timer, so the timer outlives its use.
+ * callback, which stops the timer, so the timer outlives its use. A
+ * timeout past RL_TIMEOUT_MAX_MS is -EINVAL before the request starts
+ * (the deadline would refuse it once the request ran without one).
  */
 #include <errno.h>
 
 #include "coro_internal.h"
 
 /* Submits with call, binds the deadline, waits. */
-#define CORO_NET(T, timeout_ms, call)                                        \
-	do {                                                                 \
-		int err_;                                                    \
-		rl_coro *co = rl__coro_enter(&err_);                         \
-		rl_loop *loop;                                               \
-		rl_timer deadline;                                           \
-		rl_req *req;                                                 \
-                                                                             \
-		if (!co)                                                     \
-			return err_;                                         \
-		loop = co->sched->loop;                                      \
-		req = rl__coro_req(co);                                      \
-		err_ = (call);                                               \
-		if (err_ == 0 && (timeout_ms)) {                             \
-			rl_timer_init(&deadline);                            \
-			rl_req_deadline(loop, req, &deadline, (timeout_ms)); \
-		}                                                            \
-		return (T)rl__coro_wait_req(co, req, err_);                  \
+#define CORO_NET(T, timeout_ms, call)                                         \
+	do {                                                                  \
+		int err_;                                                     \
+		rl_coro *co = rl__coro_enter(&err_);                          \
+		rl_loop *loop;                                                \
+		rl_timer deadline;                                            \
+		rl_req *req;                                                  \
+                                                                              \
+		if (!co)                                                      \
+			return err_;                                          \
+		if ((timeout_ms) > RL_TIMEOUT_MAX_MS)                         \
+			return -EINVAL;                                       \
+		loop = co->sched->loop;                                       \
+		req = rl__coro_req(co);                                       \
+		err_ = (call);                                                \
+		/* Cannot fail: the request is in flight, the timer idle,   \
+		 * the timeout checked. */ \
+		if (err_ == 0 && (timeout_ms)) {                              \
+			rl_timer_init(&deadline);                             \
+			rl_req_deadline(loop, req, &deadline, (timeout_ms));  \
+		}                                                             \
+		return (T)rl__coro_wait_req(co, req, err_);                   \
 	} while (0)
 
 int rl_coro_net_accept(int lfd, uint64_t timeout_ms)

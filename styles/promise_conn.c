@@ -180,7 +180,7 @@ rl_promise *rl_promise_conn_read(rl_promise_conn *c, void *buf, size_t len,
 	if (!c)
 		return NULL;
 	ctx = c->ctx;
-	if (!buf && len)
+	if ((!buf && len) || timeout_ms > RL_TIMEOUT_MAX_MS)
 		return rl_promise_rejected(ctx, -EINVAL);
 	if (c->rd)
 		return rl_promise_rejected(ctx, -EBUSY);
@@ -255,6 +255,8 @@ rl_promise *rl_promise_conn_write(rl_promise_conn *c, const void *buf,
 
 rl_promise *rl_promise_conn_shutdown(rl_promise_conn *c)
 {
+	if (c && !c->rx.closed)
+		c->rx.shut = true;
 	CONN_OP(c, rl_net_shutdown(c->loop, req, c->fd, SHUT_WR, write_cb));
 }
 

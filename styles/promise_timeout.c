@@ -89,6 +89,12 @@ rl_promise *rl_promise_timeout(rl_promise *p, uint64_t ms)
 	if (!p)
 		return NULL;
 	ctx = p->ctx;
+	if (ms > RL_TIMEOUT_MAX_MS) {
+		/* No race: the sleep would reject, and p would run without
+		 * a timeout. p goes on, as when the sleep loses. */
+		rl_promise_unref(p);
+		return rl_promise_rejected(ctx, -EINVAL);
+	}
 	d = rl__block_get(ctx, sizeof(*d));
 	/* Settled by its two inputs, like a combinator: the program cannot
 	 * settle it (rl_promise_resolve() says -EPERM). */

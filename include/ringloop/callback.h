@@ -167,6 +167,10 @@ int rl_cb_fs_rename(rl_cb_ctx *cbs, const char *from, const char *to,
  * no data callback until the next read_start, and the kernel then keeps
  * what the peer sends (TCP slows the peer down). Data received before the
  * stop is kept and comes first after the next read_start; nothing is lost.
+ * A peer's reset is err -ECONNRESET for reading on every backend, even
+ * when a write took the kernel's one report of it (a TCP connection not
+ * ended on our side, rl_cb_net_end(), that the kernel has closed is a
+ * reset, not an end).
  *
  * Writing. rl_cb_net_write() sends all of buf, in order after the writes
  * before it; buf stays the caller's and must live until done runs
@@ -244,7 +248,8 @@ int rl_cb_net_read_stop(rl_cb_conn *conn);
 void *rl_cb_net_hold(rl_cb_conn *conn);
 int rl_cb_net_release(rl_cb_conn *conn, void *data);
 /* An idle timeout: while reading, when no data has come for ms, reading
- * ends with -ETIMEDOUT. 0 turns it off. Returns 0. */
+ * ends with -ETIMEDOUT. 0 turns it off. Returns 0, or -EINVAL past
+ * RL_TIMEOUT_MAX_MS (ringloop.h). */
 int rl_cb_net_set_timeout(rl_cb_conn *conn, uint64_t ms);
 
 /* Writes all of buf (see above); done may be NULL. Returns 0, or -EPIPE

@@ -297,7 +297,8 @@ int rl_coro_fs_rename(const char *from, const char *to, unsigned flags);
  * of them), 0 for shutdown, or -errno. timeout_ms > 0 bounds the wait:
  * past it the call returns -ETIMEDOUT (the request is cancelled; a
  * receive that got data just then returns the data, never losing it);
- * 0 waits as long as it takes. Buffers and msghdrs may live on the
+ * 0 waits as long as it takes; past RL_TIMEOUT_MAX_MS (ringloop.h) the
+ * call is -EINVAL and does nothing. Buffers and msghdrs may live on the
  * coroutine's stack. An echo server:
  *
  *	static int64_t echo(void *arg)
@@ -360,7 +361,10 @@ int64_t rl_coro_net_recvmsg(int fd, struct msghdr *msg, uint64_t timeout_ms);
  * when nothing is, it suspends until data comes and returns it. It
  * returns 0 at the end of the stream and -errno on an error (-ECONNRESET),
  * each only after every byte received before it was read, and again on
- * every later read. timeout_ms > 0: -ETIMEDOUT past it, and what arrives
+ * every later read. A peer's reset is -ECONNRESET on every backend, even
+ * when a write took the kernel's one report of it (a TCP connection not
+ * shut down on our side that the kernel has closed is a reset, not an
+ * end). timeout_ms > 0: -ETIMEDOUT past it, and what arrives
  * later waits for the next read (no byte is lost). -EBUSY while another
  * coroutine reads the connection; -ECANCELED once it is closed (by the
  * loop) or when the scheduler closes. Data that arrives while nobody

@@ -389,7 +389,10 @@ rl_promise *rl_promise_net_recvmsg(rl_promise_ctx *ctx, int fd,
  * i = the bytes (0 at the end of the stream), p = buf. It rejects with
  * the stream's error (-ECONNRESET...), the end and the error coming only
  * after every byte received before them was read, and again on every
- * later read. timeout_ms > 0: rejects with -ETIMEDOUT past it, and what
+ * later read. A peer's reset rejects with -ECONNRESET on every backend,
+ * even when a write took the kernel's one report of it (a TCP connection
+ * not shut down on our side that the kernel has closed is a reset, not
+ * an end). timeout_ms > 0: rejects with -ETIMEDOUT past it, and what
  * arrives later waits for the next read (no byte is lost).
  * rl_promise_cancel() of a pending read withdraws it the same way (it
  * rejects with -ECANCELED, having taken no byte), and so does
@@ -464,8 +467,10 @@ int rl_promise_cancel(rl_promise *p);
  * takes p's outcome, when the request finished before the cancel reached
  * it (so a receive that got data is never reported as timed out, and its
  * bytes are never lost). For any other p, the timeout rejects with
- * -ETIMEDOUT when the sleep ends, and p goes on. Consumes the reference to
- * p; NULL when p is NULL or memory runs out.
+ * -ETIMEDOUT when the sleep ends, and p goes on. ms past
+ * RL_TIMEOUT_MAX_MS (ringloop.h): rejects with -EINVAL at once, and p goes
+ * on. Consumes the reference to p; NULL when p is NULL or memory runs
+ * out.
  */
 rl_promise *rl_promise_timeout(rl_promise *p, uint64_t ms);
 

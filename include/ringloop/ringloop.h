@@ -660,6 +660,18 @@ int rl_cancel(rl_loop *loop, rl_req *req);
 
 /* ----------------------------------------------------------------- timers */
 
+/*
+ * The longest timeout any call takes, in milliseconds: about 292 years,
+ * past which a deadline in nanoseconds would wrap. Every call that takes a
+ * timeout or a delay in milliseconds (timers, rl_req_deadline(),
+ * rl_net_connect(), and the styles' calls with a timeout_ms or ms) fails
+ * with -EINVAL above it, before it starts anything: no request goes out,
+ * no byte is read or written (a promise call gives a promise rejected
+ * with -EINVAL). UINT64_MAX, a common "forever", is such a value: pass 0
+ * for no timeout.
+ */
+#define RL_TIMEOUT_MAX_MS (UINT64_MAX / 2000000u)
+
 typedef void (*rl_timer_cb)(rl_timer *timer, int status);
 
 /*
@@ -817,7 +829,12 @@ int rl_net_listen(const struct rl_addr *addr, int backlog, unsigned flags);
  * that its peer reset before it was accepted is skipped. Running out of
  * fds (-EMFILE, -ENFILE) or memory (-ENOBUFS, -ENOMEM) ends the stream with
  * that error: the connections waiting stay in the listener's backlog, and
- * a new rl_net_accept() takes them once fds are free again.
+ * a new rl_net_accept() takes them once fds are free again. The loop's
+ * own memory too: a burst of connections may need its queue of items to
+ * grow, and when it cannot, the stream ends with -ENOMEM after the
+ * connections queued before; the one that found no room is closed (on
+ * io_uring, so are those the kernel had accepted before the stream
+ * stopped), never delivered after the error.
  */
 int rl_net_accept(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb);
 
@@ -855,7 +872,10 @@ int rl_net_recv(rl_loop *loop, rl_req *req, int fd, void *buf, size_t len,
  * unless the callback keeps it with rl_net_buf_hold(). The final callback
  * says 0 at the end of the stream, or -errno. When every buffer is in use,
  * the streams wait until buffers come back (the kernel keeps the data and
- * TCP slows the peer): never an error.
+ * TCP slows the peer): never an error. Queueing a received chunk for its
+ * callback needs no memory (the loop's queue has room for one item per
+ * buffer from the first stream on), so a stream never loses data, nor
+ * fails, for lack of memory once it runs.
  */
 int rl_net_recv_stream(rl_loop *loop, rl_req *req, int fd, rl_req_cb cb);
 
