@@ -648,8 +648,10 @@ int rl_fs_write_file(rl_loop *loop, rl_req *req, const char *path,
  * its real result when it did what cannot be undone before the cancel
  * reached it (a read, readv, read_fixed, recv or recvmsg that took bytes,
  * which are gone from a pipe or a socket; a close that ran).
- * Returns 0, -ENOENT when the request is not in flight (done, or never
- * submitted), or -EALREADY when it was cancelled already. What a cancelled
+ * Returns 0, -ENOENT when the request is not in flight any more (its
+ * callback ran, or is due), -EALREADY when it was cancelled already, or
+ * -EINVAL when it was never submitted to this loop (req->loop is another
+ * loop, or none: a request only initialised). What a cancelled
  * request did before it stopped stays done: a cancelled write, rename or
  * unlink may have happened, all or (a write) in part. The loop only ever
  * reports success for what happened. Likewise an rl_net_accept_one()
