@@ -84,26 +84,6 @@ struct aio_ring {
 	struct io_event io_events[];
 };
 
-static bool aio_op(uint8_t op)
-{
-	switch (op) {
-	case RL_OP_READ:
-	case RL_OP_READV:
-	case RL_OP_READ_FIXED:
-	case RL_OP_WRITE:
-	case RL_OP_WRITEV:
-	case RL_OP_WRITE_FIXED:
-		return true;
-	}
-	return false;
-}
-
-static bool is_write(uint8_t op)
-{
-	return op == RL_OP_WRITE || op == RL_OP_WRITEV ||
-	       op == RL_OP_WRITE_FIXED;
-}
-
 /* Makes the context; false (and AIO off for good) when the kernel
  * refuses. */
 static bool aio_setup(rl_loop *loop, struct rl__ep *ep)
@@ -121,8 +101,9 @@ static bool aio_setup(rl_loop *loop, struct rl__ep *ep)
 
 bool rl__ep_aio_take(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
-	if (ep->aio_off || !aio_op(req->op) || req->offset < 0 ||
-	    !rl__ep_fs_is_direct(ep, req->fd))
+	if (ep->aio_off ||
+	    !(rl__op_is_read(req->op) || rl__op_is_write(req->op)) ||
+	    req->offset < 0 || !rl__ep_fs_is_direct(ep, req->fd))
 		return false;
 	/* The context's events are all taken: this one waits in the pool
 	 * rather than for a slot. */
@@ -150,7 +131,7 @@ static void prep(struct iocb *cb, rl_req *req, int efd)
 	memset(cb, 0, sizeof(*cb));
 	cb->aio_data = (uint64_t)(uintptr_t)req;
 	cb->aio_rw_flags = RWF_NOWAIT;
-	if (is_write(req->op))
+	if (rl__op_is_write(req->op))
 		cb->aio_lio_opcode = v ? IOCB_CMD_PWRITEV : IOCB_CMD_PWRITE;
 	else
 		cb->aio_lio_opcode = v ? IOCB_CMD_PREADV : IOCB_CMD_PREAD;
@@ -222,7 +203,8 @@ static int aio_done(rl_loop *loop, struct rl__ep *ep, rl_req *req, int64_t res)
 		to_pool(ep, req);
 		return 0;
 	}
-	if (is_write(req->op) && res >= 0 && done + (size_t)res < req->len) {
+	if (rl__op_is_write(req->op) && res >= 0 &&
+	    done + (size_t)res < req->len) {
 		/* A short write: the pool writes the rest, from there. */
 		rl__epr(req)->res[1] = (int64_t)(done + (size_t)res);
 		if (stopping) {

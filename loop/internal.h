@@ -202,6 +202,19 @@ static inline bool rl__op_is_net(unsigned op)
 	return op >= RL_OP_ACCEPT;
 }
 
+/* A read of an fd into the caller's memory (not read_file). */
+static inline bool rl__op_is_read(unsigned op)
+{
+	return op == RL_OP_READ || op == RL_OP_READV || op == RL_OP_READ_FIXED;
+}
+
+/* A write of the caller's memory to an fd (not write_file). */
+static inline bool rl__op_is_write(unsigned op)
+{
+	return op == RL_OP_WRITE || op == RL_OP_WRITEV ||
+	       op == RL_OP_WRITE_FIXED;
+}
+
 /* timer.c */
 int64_t rl__timers_next_ns(rl_loop *loop);
 int rl__timers_run(rl_loop *loop);

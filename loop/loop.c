@@ -286,9 +286,8 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result)
 		 * rl_fs_close()). A read or receive that took bytes: from a
 		 * pipe or a socket they are gone, so the caller must get
 		 * them. */
-		bool took = req->op == RL_OP_READ || req->op == RL_OP_READV ||
-			    req->op == RL_OP_READ_FIXED ||
-			    req->op == RL_OP_RECV || req->op == RL_OP_RECVMSG;
+		bool took = rl__op_is_read(req->op) || req->op == RL_OP_RECV ||
+			    req->op == RL_OP_RECVMSG;
 		bool ran = (req->op == RL_OP_CLOSE && result != -ECANCELED) ||
 			   (took && result > 0);
 

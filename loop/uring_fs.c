@@ -93,7 +93,7 @@ void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 	ur->res[0] = 0;
 	ur->res[1] = 0;
 	ur->step = 0;
-	if (rl__uring_is_write(req))
+	if (rl__op_is_write(req->op))
 		ur->res[0] = req->offset; /* see uring_fs_write.c */
 	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE)
 		ur->step = u->link ? STEP_CHAIN : STEP_OPEN;
@@ -264,7 +264,7 @@ void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
 			prep_read_file_step(u, req);
 	} else if (req->op == RL_OP_WRITE_FILE) {
 		rl__uring_wf_prep(u, req);
-	} else if (rl__uring_is_write(req)) {
+	} else if (rl__op_is_write(req->op)) {
 		rl__uring_write_prep(u, req);
 	} else {
 		prep_single(u, req);
@@ -440,7 +440,7 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		rl__uring_wf_cqe(loop, u, req, tag, res);
 		return;
 	}
-	if (rl__uring_is_write(req)) {
+	if (rl__op_is_write(req->op)) {
 		rl__uring_write_cqe(loop, u, req, res);
 		return;
 	}
@@ -469,9 +469,7 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		return;
 	}
 	if (res == -ESPIPE && req->offset >= 0 &&
-	    rl__ur(req)->step == READ_AT_OFFSET &&
-	    (req->op == RL_OP_READ || req->op == RL_OP_READV ||
-	     req->op == RL_OP_READ_FIXED) &&
+	    rl__ur(req)->step == READ_AT_OFFSET && rl__op_is_read(req->op) &&
 	    !rl__uring_stopping(u, req)) {
 		rl__ur(req)->step = READ_NO_POS;
 		rl__uring_push_or_queue(loop, u, req, &u->cont);
@@ -503,8 +501,8 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 			return;
 		}
 	}
-	if ((rl__req(req)->state & RL__REQ_QUEUED) && rl__uring_is_write(req) &&
-	    rl__fifo_remove(&u->cont, req)) {
+	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
+	    rl__op_is_write(req->op) && rl__fifo_remove(&u->cont, req)) {
 		/* The rest of a short write, waiting for room on the ring:
 		 * it holds nothing, so it stops here. */
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;

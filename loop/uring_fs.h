@@ -39,12 +39,6 @@ static inline bool rl__uring_stopping(const struct rl__uring *u, rl_req *req)
 void rl__uring_fd_released(struct rl__uring *u);
 
 /* uring_fs_write.c: writes (write, writev, write_fixed) and write_file. */
-static inline bool rl__uring_is_write(const rl_req *req)
-{
-	return req->op == RL_OP_WRITE || req->op == RL_OP_WRITEV ||
-	       req->op == RL_OP_WRITE_FIXED;
-}
-
 void rl__uring_write_prep(struct rl__uring *u, rl_req *req);
 void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			 int32_t res);
