@@ -16,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Both io_uring rings are covered without a configuration of their own:
@@ -221,18 +222,37 @@ void tcheck(const char *name, const void *buf, size_t len)
 				       b[i], tbyte(name, i));
 }
 
-int tfd_count(void)
+/* Entries of a /proc directory, without . and .. */
+static int proc_entries(const char *path)
 {
-	DIR *d = opendir("/proc/self/fd");
+	DIR *d = opendir(path);
 	struct dirent *e;
 	int n = 0;
 
-	cr_assert_not_null(d);
+	cr_assert_not_null(d, "%s", path);
 	while ((e = readdir(d)))
 		if (e->d_name[0] != '.')
 			n++;
 	closedir(d);
-	return n - 1; /* the directory's own fd */
+	return n;
+}
+
+int tfd_count(void)
+{
+	return proc_entries("/proc/self/fd") - 1; /* the directory's own fd */
+}
+
+int tthread_count(void)
+{
+	return proc_entries("/proc/self/task");
+}
+
+uint64_t tnow_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 bool thave_resolve_cached(void)

@@ -66,6 +66,10 @@ void tcheck(const char *name, const void *buf, size_t len);
 
 /* Number of open fds of this process. */
 int tfd_count(void);
+/* Number of threads of this process (/proc/self/task). */
+int tthread_count(void);
+/* CLOCK_MONOTONIC in milliseconds, for the bounded waits of tests. */
+uint64_t tnow_ms(void);
 
 /* Whether openat2() with RESOLVE_CACHED works here, i.e. whether the
  * epoll backend's inline fast path can open files (not on kernels before

@@ -35,14 +35,6 @@ static inline const char *tnet_name(int family)
 				    : "unix";
 }
 
-static inline uint64_t tnow_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* An address to listen on: port 0 on loopback, or a fresh Unix path. */
 static inline void taddr(struct rl_addr *a, int family)
 {

@@ -39,20 +39,6 @@ static rl_loop *epoll_loop(unsigned flags, unsigned threads)
 	return tloop_opts(&tp, &opt);
 }
 
-static int thread_count(void)
-{
-	char line[256];
-	int n = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Threads: %d", &n) == 1)
-			break;
-	fclose(f);
-	return n;
-}
-
 /* ------------------------------------------------------ backend choice */
 
 #if defined(__x86_64__)
@@ -566,7 +552,7 @@ static void close_in_flight(unsigned flags)
 	static char bufs[N][64];
 	struct statx stx[N];
 	struct tstall stall;
-	int threads = thread_count(), fds;
+	int threads = tthread_count(), fds;
 	pthread_t th;
 	rl_loop *loop;
 
@@ -574,7 +560,7 @@ static void close_in_flight(unsigned flags)
 	STALL_OR_SKIP(&stall);
 	fds = tfd_count();
 	loop = epoll_loop(flags, 1);
-	cr_assert_gt(thread_count(), threads, "the pool has its worker");
+	cr_assert_gt(tthread_count(), threads, "the pool has its worker");
 	cr_assert_eq(rl_fs_stat(loop, &blocker, path, stall.mem, close_cb), 0);
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = (void *)(intptr_t)i };
@@ -604,7 +590,7 @@ static void close_in_flight(unsigned flags)
 	cr_assert_eq(rl_loop_close(loop), 0);
 	pthread_join(th, NULL);
 	alarm(0);
-	cr_assert_eq(thread_count(), threads, "a worker outlived the loop");
+	cr_assert_eq(tthread_count(), threads, "a worker outlived the loop");
 	cr_assert_eq(tfd_count(), fds, "fds leaked");
 	cr_assert_eq(close_calls[N], 1);
 	cr_assert(blocker.result == 0 || blocker.result == -ECANCELED, "%lld",

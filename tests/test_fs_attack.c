@@ -29,172 +29,10 @@
 #include <unistd.h>
 
 #include "coro_helpers.h"
+#include "fs_helpers.h"
 #include "helpers.h"
 #include "promise_helpers.h"
 #include "ringloop/callback.h"
-
-/* One request, run to idle, its result. */
-struct one {
-	struct tseen s;
-	rl_req req;
-};
-
-static rl_req *one_req(struct one *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->req.data = &o->s;
-	return &o->req;
-}
-
-static int64_t one_result(rl_loop *loop, struct one *o)
-{
-	trun(loop);
-	cr_assert_eq(o->s.calls, 1, "%d callbacks", o->s.calls);
-	return o->s.result;
-}
-
-static int64_t do_write(rl_loop *loop, int fd, const void *buf, size_t len,
-			int64_t off)
-{
-	struct one o;
-
-	cr_assert_eq(
-		rl_fs_write(loop, one_req(&o), fd, buf, len, off, tseen_cb), 0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_writev(rl_loop *loop, int fd, const struct iovec *iov,
-			 unsigned n, int64_t off)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_writev(loop, one_req(&o), fd, iov, n, off, tseen_cb),
-		     0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_read(rl_loop *loop, int fd, void *buf, size_t len,
-		       int64_t off)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_read(loop, one_req(&o), fd, buf, len, off, tseen_cb),
-		     0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_write_file(rl_loop *loop, const char *path, const void *buf,
-			     size_t len, unsigned flags)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), path, buf, len, flags,
-				      0644, tseen_cb),
-		     0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_fsync(rl_loop *loop, int fd, unsigned flags)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_fsync(loop, one_req(&o), fd, flags, tseen_cb), 0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_ftruncate(rl_loop *loop, int fd, int64_t len)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_ftruncate(loop, one_req(&o), fd, len, tseen_cb), 0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_fallocate(rl_loop *loop, int fd, int mode, int64_t off,
-			    int64_t len)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_fallocate(loop, one_req(&o), fd, mode, off, len,
-				     tseen_cb),
-		     0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_fstat(rl_loop *loop, int fd, struct statx *stx)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_fstat(loop, one_req(&o), fd, stx, tseen_cb), 0);
-	return one_result(loop, &o);
-}
-
-/* -errno of a syscall's return value, or the value. */
-static int64_t sys(long r)
-{
-	return r < 0 ? -errno : r;
-}
-
-/* The whole content of path; *len its size. */
-static unsigned char *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	unsigned char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
-	cr_assert_eq(fstat(fd, &st), 0);
-	buf = malloc((size_t)st.st_size + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
-	close(fd);
-	*len = (size_t)st.st_size;
-	return buf;
-}
-
-/* len bytes of file name's pattern (helpers.h), malloc'ed. */
-static unsigned char *pattern(const char *name, size_t len)
-{
-	unsigned char *p = malloc(len ? len : 1);
-
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < len; i++)
-		p[i] = tbyte(name, i);
-	return p;
-}
-
-/* tpath(name) in storage of its own (tpath() reuses four buffers, and a
- * request keeps its path until its callback). Freed at exit. */
-static char **spaths;
-static size_t nspaths;
-
-static void free_spaths(void)
-{
-	while (nspaths)
-		free(spaths[--nspaths]);
-	free(spaths);
-}
-
-static const char *spath(const char *name)
-{
-	char *p = strdup(tpath(name));
-
-	cr_assert_not_null(p);
-	if (!spaths)
-		atexit(free_spaths);
-	spaths = realloc(spaths, (nspaths + 1) * sizeof(*spaths));
-	cr_assert_not_null(spaths);
-	spaths[nspaths++] = p;
-	return p;
-}
-
-static off_t file_size(const char *path)
-{
-	struct stat st;
-
-	cr_assert_eq(stat(path, &st), 0, "stat %s: %s", path, strerror(errno));
-	return st.st_size;
-}
 
 /* --------------------------------------------------- fds that are not files */
 
@@ -901,26 +739,36 @@ static void close_fd_cb(rl_timer *t, int status)
 		close(c->fd);
 }
 
+/* Starts a write too big for a new pipe (pfd), and a timer that closes
+ * the pipe's end side (0: the reader, 1: the write's own fd) after ms
+ * while the write waits for room. */
+static void write_then_close(rl_loop *loop, struct one *o, int pfd[2],
+			     struct closer *c, int side, uint64_t ms)
+{
+	static char big[256 << 10];
+
+	signal(SIGPIPE, SIG_IGN);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	cr_assert_eq(rl_fs_write(loop, one_req(o), pfd[1], big, sizeof(big), -1,
+				 tseen_cb),
+		     0);
+	c->fd = pfd[side];
+	c->timer.data = c;
+	cr_assert_eq(rl_timer_start(loop, &c->timer, ms, 0, close_fd_cb), 0);
+}
+
 /*
  * The reader of a pipe goes away while a write waits for room in it: the
  * write fails with -EPIPE (as write(2) would), once, and the loop goes on.
  */
 BACKEND_TEST(fs_attack, reader_closes_under_a_waiting_write)
 {
-	static char big[256 << 10];
 	struct closer c = { 0 };
 	struct one o;
 	int pfd[2];
 	rl_loop *loop = tloop(tp);
 
-	signal(SIGPIPE, SIG_IGN);
-	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
-	cr_assert_eq(rl_fs_write(loop, one_req(&o), pfd[1], big, sizeof(big),
-				 -1, tseen_cb),
-		     0);
-	c.fd = pfd[0];
-	c.timer.data = &c;
-	cr_assert_eq(rl_timer_start(loop, &c.timer, 30, 0, close_fd_cb), 0);
+	write_then_close(loop, &o, pfd, &c, 0, 30);
 	cr_assert_eq(one_result(loop, &o), -EPIPE);
 	close(pfd[1]);
 	tclose(loop);
@@ -934,20 +782,12 @@ BACKEND_TEST(fs_attack, reader_closes_under_a_waiting_write)
  */
 BACKEND_TEST(fs_attack, fd_closed_under_a_waiting_write)
 {
-	static char big[256 << 10];
 	struct closer c = { 0 };
 	struct one o;
 	int pfd[2];
 	rl_loop *loop = tloop(tp);
 
-	signal(SIGPIPE, SIG_IGN);
-	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
-	cr_assert_eq(rl_fs_write(loop, one_req(&o), pfd[1], big, sizeof(big),
-				 -1, tseen_cb),
-		     0);
-	c.fd = pfd[1];
-	c.timer.data = &c;
-	cr_assert_eq(rl_timer_start(loop, &c.timer, 20, 0, close_fd_cb), 0);
+	write_then_close(loop, &o, pfd, &c, 1, 20);
 	while (c.timer.state != 0 && !o.s.calls)
 		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
 	for (int i = 0; i < 20; i++) {
@@ -1164,9 +1004,7 @@ BACKEND_TEST(fs_attack, write_file_fifo_reader_leaves, .timeout = 60)
 	pthread_t th;
 	rl_loop *loop;
 
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
-		cr_skip_test("io_uring_enter blocks every thread under "
-			     "Valgrind");
+	skip_threads_under_valgrind(tp);
 	signal(SIGPIPE, SIG_IGN);
 	data = pattern("leaves", len);
 	loop = tloop(tp);
@@ -1626,9 +1464,7 @@ BACKEND_TEST(fs_attack, read_file_while_renamed_and_unlinked, .timeout = 120)
 	int a = 0, b = 0, gone = 0;
 	rl_loop *loop;
 
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
-		cr_skip_test("io_uring_enter blocks every thread under "
-			     "Valgrind");
+	skip_threads_under_valgrind(tp);
 	put_file(w.a, "va", w.alen);
 	put_file(w.b, "vb", w.blen);
 	put_file(w.path, "va", w.alen);
@@ -1800,42 +1636,17 @@ BACKEND_TEST(fs_attack, o_direct_at_the_position)
  * read slowly: the loop continues every short write from the right iovec
  * and byte, to the last one.
  */
-struct slow_reader {
-	int fd;
-	size_t want, got;
-	const unsigned char *expect;
-	bool ok;
-};
-
-static void *read_slowly(void *arg)
-{
-	struct slow_reader *r = arg;
-	unsigned char buf[3000];
-	ssize_t n;
-
-	r->ok = true;
-	usleep(10000);
-	while (r->got < r->want && (n = read(r->fd, buf, sizeof(buf))) > 0) {
-		if (memcmp(buf, r->expect + r->got, (size_t)n) != 0)
-			r->ok = false;
-		r->got += (size_t)n;
-	}
-	return NULL;
-}
-
 BACKEND_TEST(fs_attack, writev_of_iov_max_iovecs_to_a_slow_pipe, .timeout = 60)
 {
 	static struct iovec iov[1024];
 	size_t total = 0, sizes = 0;
 	unsigned char *data;
-	struct slow_reader r = { 0 };
+	struct drain r = { 0 };
 	pthread_t th;
 	int pfd[2];
 	rl_loop *loop;
 
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
-		cr_skip_test("io_uring_enter blocks every thread under "
-			     "Valgrind");
+	skip_threads_under_valgrind(tp);
 	for (int i = 0; i < 1024; i++)
 		sizes += i % 5 == 0 ? 0 : (size_t)(i * 37) % 2000 + 1;
 	data = pattern("iovmax", sizes);
@@ -1849,8 +1660,8 @@ BACKEND_TEST(fs_attack, writev_of_iov_max_iovecs_to_a_slow_pipe, .timeout = 60)
 	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
 	r.fd = pfd[0];
 	r.want = total;
-	r.expect = data;
-	cr_assert_eq(pthread_create(&th, NULL, read_slowly, &r), 0);
+	r.name = "iovmax";
+	cr_assert_eq(pthread_create(&th, NULL, drain_pipe, &r), 0);
 	cr_assert_eq(do_writev(loop, pfd[1], iov, 1024, -1), (int64_t)total);
 	pthread_join(th, NULL);
 	cr_assert_eq(r.got, total);

@@ -18,133 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs_helpers.h"
 #include "helpers.h"
 
 #ifndef STATX_DIOALIGN
 #define STATX_DIOALIGN 0x00002000U
 #endif
-
-/* Submits through fn-like calls: one request, run to idle, its result. */
-struct one {
-	struct tseen s;
-	rl_req req;
-};
-
-static rl_req *one_req(struct one *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->req.data = &o->s;
-	return &o->req;
-}
-
-/* Runs the loop and checks the one callback came, and says its result. */
-static int64_t one_result(rl_loop *loop, struct one *o)
-{
-	trun(loop);
-	cr_assert_eq(o->s.calls, 1, "%d callbacks", o->s.calls);
-	return o->s.result;
-}
-
-static int open_fd(rl_loop *loop, const char *path, int flags, unsigned mode)
-{
-	struct one o;
-	int64_t fd;
-
-	cr_assert_eq(rl_fs_open(loop, one_req(&o), path, flags, mode, tseen_cb),
-		     0);
-	fd = one_result(loop, &o);
-	cr_assert_geq(fd, 0, "open %s: %s", path, rl_strerror((int)fd));
-	return (int)fd;
-}
-
-static int64_t do_write(rl_loop *loop, int fd, const void *buf, size_t len,
-			int64_t off)
-{
-	struct one o;
-
-	cr_assert_eq(
-		rl_fs_write(loop, one_req(&o), fd, buf, len, off, tseen_cb), 0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_fstat(rl_loop *loop, int fd, struct statx *stx)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_fstat(loop, one_req(&o), fd, stx, tseen_cb), 0);
-	return one_result(loop, &o);
-}
-
-static int64_t do_close(rl_loop *loop, int fd)
-{
-	struct one o;
-
-	cr_assert_eq(rl_fs_close(loop, one_req(&o), fd, tseen_cb), 0);
-	return one_result(loop, &o);
-}
-
-/* The whole content of path, read with plain syscalls; *len its size. */
-static char *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
-	cr_assert_eq(fstat(fd, &st), 0);
-	buf = malloc((size_t)st.st_size + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
-	close(fd);
-	*len = (size_t)st.st_size;
-	return buf;
-}
-
-static void check_content(const char *path, const void *want, size_t len)
-{
-	size_t got;
-	char *buf = slurp(path, &got);
-
-	cr_assert_eq(got, len, "%s: %zu bytes, want %zu", path, got, len);
-	cr_assert(memcmp(buf, want, len) == 0, "%s: content differs", path);
-	free(buf);
-}
-
-/* tpath(name) in storage of its own: tpath() reuses a few buffers, and a
- * request keeps its path until its callback. Freed at exit. */
-static char **spaths;
-static size_t nspaths;
-
-static void free_spaths(void)
-{
-	while (nspaths)
-		free(spaths[--nspaths]);
-	free(spaths);
-}
-
-static const char *spath(const char *name)
-{
-	char *p = strdup(tpath(name));
-
-	cr_assert_not_null(p);
-	if (!spaths)
-		atexit(free_spaths);
-	spaths = realloc(spaths, (nspaths + 1) * sizeof(*spaths));
-	cr_assert_not_null(spaths);
-	spaths[nspaths++] = p;
-	return p;
-}
-
-/* len bytes of file name's pattern (helpers.h), malloc'ed. */
-static unsigned char *pattern(const char *name, size_t len)
-{
-	unsigned char *p = malloc(len ? len : 1);
-
-	cr_assert_not_null(p);
-	for (size_t i = 0; i < len; i++)
-		p[i] = tbyte(name, i);
-	return p;
-}
 
 /* ------------------------------------------------------------ write */
 
@@ -686,44 +565,6 @@ BACKEND_TEST(fs_write, many_parallel_write_files_queue_not_fail)
 
 /* ---------------------------------------------------------------- pipes */
 
-struct drain {
-	int fd;
-	size_t want;
-	size_t got;
-	const char *name; /* the pattern the bytes must follow */
-	bool ok;
-};
-
-/* Reads a pipe slowly (small reads, a pause before the first), so that
- * the writer meets a full pipe, and checks every byte. */
-static void *drain_pipe(void *arg)
-{
-	struct drain *d = arg;
-	unsigned char buf[4096];
-	ssize_t r;
-
-	d->ok = true;
-	usleep(20000);
-	while (d->got < d->want && (r = read(d->fd, buf, sizeof(buf))) > 0) {
-		for (ssize_t i = 0; i < r; i++)
-			if (buf[i] != tbyte(d->name, d->got + (size_t)i))
-				d->ok = false;
-		d->got += (size_t)r;
-	}
-	return NULL;
-}
-
-/* Valgrind 3.19 keeps its big lock across io_uring_enter, so a thread
- * the loop waits for (a pipe's reader) never runs while the loop waits in
- * it: a deadlock of the tool, not of the loop (test_loop.c has the same
- * skip). */
-static void skip_threads_under_valgrind(const struct tp *tp)
-{
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
-		cr_skip_test("io_uring_enter blocks every thread under "
-			     "Valgrind");
-}
-
 /* A pipe takes 64 KiB at a time: io_uring answers a larger write with a
  * short count, which the loop must continue until every byte is in. */
 static void pipe_write(const struct tp *tp, int pipe_flags, bool vec)
@@ -996,7 +837,7 @@ BACKEND_TEST(fs_write, enospc_after_a_partial_write)
 	cr_assert_eq(lseek(fd, 0, SEEK_CUR), st.st_size);
 	{
 		size_t got;
-		char *back = slurp(path, &got);
+		unsigned char *back = slurp(path, &got);
 
 		cr_assert_eq(memcmp(back, "head", 4), 0);
 		cr_assert(memcmp(back + 4, data, got - 4) == 0,
@@ -1596,7 +1437,7 @@ BACKEND_TEST(fs_write, close_with_writes_in_flight_loses_nothing_reported)
 
 	cr_assert_eq(pw.s.calls, 1);
 	cr_assert_eq(pw.s.result, -ECANCELED);
-	got = (unsigned char *)slurp(path, &len);
+	got = slurp(path, &len);
 	for (int i = 0; i < NW; i++) {
 		cr_assert_eq(ws[i].calls, 1, "write %d: %d callbacks", i,
 			     ws[i].calls);

@@ -41,29 +41,6 @@
 		(bool)(cond);                  \
 	})
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Threads of this process, from /proc/self/task. */
-static __attribute__((unused)) int thread_count(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int n = 0;
-
-	cr_assert_not_null(d);
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
 /* A group whose loops never poll before they sleep, so that every message
  * to an idle loop needs a real wake-up. */
 static rl_group *sleepy_group(const struct tp *tp, unsigned loops, int wake)
@@ -91,8 +68,8 @@ static void last_post_cb(struct rl_post *post)
 	atomic_fetch_add(&((struct last *)post->data)->ran, 1);
 }
 
-/* Loop 0's last callback: loop 1 has slept for 50 ms by now. After it
- * loop 0 has nothing alive, and rl_run() returns. */
+/* Loop 0's last callback, a timer long enough for loop 1 to be asleep
+ * by then. After it loop 0 has nothing alive, and rl_run() returns. */
 static void last_timer_cb(rl_timer *t, int status)
 {
 	struct last *l = t->data;
@@ -439,7 +416,7 @@ static void flood_everyone(const struct tp *tp, int wake)
 		pthread_join(t[i], NULL);
 	/* Loop 0 runs; the workers on their own, each bound to end. */
 	rl_ref(rl_group_loop(f->g, 0));
-	for (int64_t end = now_ms() + 20000; now_ms() < end;) {
+	for (uint64_t end = tnow_ms() + 20000; tnow_ms() < end;) {
 		unsigned all = 0;
 
 		for (i = 0; i < FL_LOOPS; i++)
@@ -1090,8 +1067,8 @@ BACKEND_TEST(group_attack, coroutines_await_while_the_settling_group_closes)
 			rl_coro_spawn(sched, NULL, aw_coro, &a->one[i], NULL),
 			0);
 	}
-	for (int64_t end = now_ms() + 10000;
-	     a->quick_done < quick && now_ms() < end;)
+	for (uint64_t end = tnow_ms() + 10000;
+	     a->quick_done < quick && tnow_ms() < end;)
 		cr_assert_geq(rl_run(loop0, RL_RUN_ONCE), 0);
 	cr_assert_eq(a->quick_done, quick);
 	cr_assert_eq(rl_group_close(a->g), 0);
@@ -1151,7 +1128,7 @@ BACKEND_TEST(group_attack, group_of_one)
 	struct tseen seen = { 0 };
 	struct selfmsg m = { 0 };
 	atomic_int ran[1] = { 0 };
-	int threads = thread_count(), before = tfd_count();
+	int threads = tthread_count(), before = tfd_count();
 	rl_group *g = tgroup(tp, 1, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	rl_loop *loop = rl_group_loop(g, 0);
 
@@ -1180,8 +1157,8 @@ BACKEND_TEST(group_attack, group_of_one)
 	cr_assert_eq(rl_loop_close(loop), -EBUSY);
 	cr_assert_eq(rl_group_close(g), 0);
 	cr_assert_eq(tfd_count(), before);
-	cr_assert(twait_until(thread_count() == threads, 5000), "%d threads",
-		  thread_count());
+	cr_assert(twait_until(tthread_count() == threads, 5000), "%d threads",
+		  tthread_count());
 }
 
 #define BIG_LOOPS 16
@@ -1229,7 +1206,7 @@ BACKEND_TEST(group_attack, more_loops_than_cpus)
 	static char bufs[BIG_LOOPS * 20][32];
 	const char *path = tfile("big16", 12);
 	struct tseen seen = { 0 };
-	int threads = thread_count(), before = tfd_count();
+	int threads = tthread_count(), before = tfd_count();
 	rl_loop *loop0;
 
 	cr_assert_not_null(b);
@@ -1239,10 +1216,10 @@ BACKEND_TEST(group_attack, more_loops_than_cpus)
 	opt.loop.idle_spin_ns = -1;
 	b->g = tgroup_opts(tp, &opt);
 	loop0 = rl_group_loop(b->g, 0);
-	cr_assert_geq(thread_count(), threads + BIG_LOOPS - 1);
+	cr_assert_geq(tthread_count(), threads + BIG_LOOPS - 1);
 	cr_assert_eq(rl_group_run(b->g, big_share, b), 0);
 	rl_ref(loop0);
-	for (int64_t end = now_ms() + 30000; now_ms() < end;) {
+	for (uint64_t end = tnow_ms() + 30000; tnow_ms() < end;) {
 		int all = 0;
 
 		for (int i = 0; i < BIG_LOOPS; i++)
@@ -1272,8 +1249,8 @@ BACKEND_TEST(group_attack, more_loops_than_cpus)
 	cr_assert_eq(rl_group_close(b->g), 0);
 	cr_assert_eq(tfd_count(), before);
 	/* The kernel's io-wq workers of the rings go on their own. */
-	cr_assert(twait_until(thread_count() == threads, 5000), "%d threads",
-		  thread_count());
+	cr_assert(twait_until(tthread_count() == threads, 5000), "%d threads",
+		  tthread_count());
 	free(b);
 }
 
@@ -1298,7 +1275,7 @@ BACKEND_TEST(group_attack, groups_made_without_fds_or_memlock)
 	/* The scratch directory's fd and the helpers' first. */
 	(void)tfd_count();
 	before = tfd_count();
-	threads = thread_count();
+	threads = tthread_count();
 	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &nofile), 0);
 	cr_assert_eq(getrlimit(RLIMIT_MEMLOCK, &memlock), 0);
 	rl_group_options_init(&opt);
@@ -1331,9 +1308,9 @@ BACKEND_TEST(group_attack, groups_made_without_fds_or_memlock)
 			failed++;
 		}
 		cr_assert_eq(tfd_count(), before, "spare %d: fds left", spare);
-		cr_assert(twait_until(thread_count() == threads, 5000),
+		cr_assert(twait_until(tthread_count() == threads, 5000),
 			  "spare %d: %d threads, %d before", spare,
-			  thread_count(), threads);
+			  tthread_count(), threads);
 	}
 	cr_assert_gt(failed, 0);
 	cr_assert_gt(opened, 0);
@@ -1408,8 +1385,8 @@ static void land_start(struct rl_post *post)
 		if (atomic_load(&s->state) != 0) {
 			/* Every slot waits for a task: give up after 2 s. */
 			if (!stuck_since)
-				stuck_since = now_ms();
-			else if (now_ms() - stuck_since > 2000) {
+				stuck_since = tnow_ms();
+			else if (tnow_ms() - stuck_since > 2000) {
 				atomic_store(&l->gave_up, 1);
 				return;
 			}
