@@ -13,29 +13,28 @@
 
 #include "coro_internal.h"
 
-/* Submits with call, binds the deadline, waits. */
-#define CORO_NET(T, timeout_ms, call)                                         \
-	do {                                                                  \
-		int err_;                                                     \
-		rl_coro *co = rl__coro_enter(&err_);                          \
-		rl_loop *loop;                                                \
-		rl_timer deadline;                                            \
-		rl_req *req;                                                  \
-                                                                              \
-		if (!co)                                                      \
-			return err_;                                          \
-		if ((timeout_ms) > RL_TIMEOUT_MAX_MS)                         \
-			return -EINVAL;                                       \
-		loop = co->sched->loop;                                       \
-		req = rl__coro_req(co);                                       \
-		err_ = (call);                                                \
-		/* Cannot fail: the request is in flight, the timer idle,   \
-		 * the timeout checked. */ \
-		if (err_ == 0 && (timeout_ms)) {                              \
-			rl_timer_init(&deadline);                             \
-			rl_req_deadline(loop, req, &deadline, (timeout_ms));  \
-		}                                                             \
-		return (T)rl__coro_wait_req(co, req, err_);                   \
+/* Submits with call, binds the deadline, waits. The deadline cannot
+ * fail: the request is in flight, the timer idle, the timeout checked. */
+#define CORO_NET(T, timeout_ms, call)                                        \
+	do {                                                                 \
+		int err_;                                                    \
+		rl_coro *co = rl__coro_enter(&err_);                         \
+		rl_loop *loop;                                               \
+		rl_timer deadline;                                           \
+		rl_req *req;                                                 \
+                                                                             \
+		if (!co)                                                     \
+			return err_;                                         \
+		if ((timeout_ms) > RL_TIMEOUT_MAX_MS)                        \
+			return -EINVAL;                                      \
+		loop = co->sched->loop;                                      \
+		req = rl__coro_req(co);                                      \
+		err_ = (call);                                               \
+		if (err_ == 0 && (timeout_ms)) {                             \
+			rl_timer_init(&deadline);                            \
+			rl_req_deadline(loop, req, &deadline, (timeout_ms)); \
+		}                                                            \
+		return (T)rl__coro_wait_req(co, req, err_);                  \
 	} while (0)
 
 int rl_coro_net_accept(int lfd, uint64_t timeout_ms)

@@ -469,11 +469,11 @@ void rl_req_init(rl_req *req);
  * not, and hands their reads and writes at an offset to the kernel with
  * Linux AIO (io_submit with RWF_NOWAIT; what would block goes to the
  * pool), or to the pool with RL_NO_AIO or where the kernel has no AIO
- * (an O_DIRECT fd from open(2) is read on the loop thread). Special files open as a
- * blocking open(2) would let them, on every backend: an open for writing
- * of a FIFO waits for a reader; an open for reading of a FIFO returns at
- * once (as io_uring's does) and reads through the loop then wait for the
- * writer.
+ * (an O_DIRECT fd from open(2) is read on the loop thread). Special files
+ * open as a blocking open(2) would let them, on every backend: an open for
+ * writing of a FIFO waits for a reader; an open for reading of a FIFO
+ * returns at once (as io_uring's does) and reads through the loop then
+ * wait for the writer.
  */
 int rl_fs_open(rl_loop *loop, rl_req *req, const char *path, int flags,
 	       unsigned mode, rl_req_cb cb);
@@ -533,8 +533,8 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
  * offset is a position in the file, or -1 for the fd's file position
  * (which the write then advances); an fd opened with O_APPEND appends
  * whatever offset says, and a file without a position (a pipe, a socket)
- * ignores it, as rl_fs_read() does. Two writes in flight on one file position (-1) go
- * out in no defined order: chain them, or give offsets.
+ * ignores it, as rl_fs_read() does. Two writes in flight on one file
+ * position (-1) go out in no defined order: chain them, or give offsets.
  *
  * O_DIRECT: an fd opened with O_DIRECT needs buffers, offsets and lengths
  * aligned as its file system says (rl_fs_fstat() below tells: the
