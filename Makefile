@@ -191,11 +191,15 @@ test-run: test-build
 # Valgrind follows Criterion's test processes (it re-executes itself). Undefined-value
 # checks are off: the kernel fills io_uring buffers behind Valgrind's back,
 # so their bytes look uninitialised to it; invalid accesses and leaks are
-# still errors.
+# still errors. Two test processes at a time (each under its own Valgrind,
+# which runs one thread at a time) use both CPUs of the CI machine; under
+# RL_VALGRIND the behaviour tests run on three backend configurations of
+# five (tests/helpers.c says which and why).
+VALGRIND_JOBS ?= 2
 test-valgrind: test-build
 	RL_VALGRIND=1 RL_SOAK_N=$${RL_SOAK_N:-20000} valgrind --error-exitcode=99 \
 	  --leak-check=full --errors-for-leak-kinds=definite --undef-value-errors=no \
-	  --trace-children=yes --quiet $(BUILD)/tests/run -j1 $(TEST_ARGS)
+	  --trace-children=yes --quiet $(BUILD)/tests/run -j$(VALGRIND_JOBS) $(TEST_ARGS)
 
 # ---------------------------------------------------------------- tools
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)

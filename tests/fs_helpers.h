@@ -242,15 +242,4 @@ static inline void *drain_pipe(void *arg)
 	return NULL;
 }
 
-/* Valgrind 3.19 keeps its big lock across io_uring_enter, so a thread
- * the loop waits for (a pipe's reader) never runs while the loop waits in
- * it: a deadlock of the tool, not of the loop (test_loop.c has the same
- * skip). */
-static inline void skip_threads_under_valgrind(const struct tp *tp)
-{
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
-		cr_skip_test("io_uring_enter blocks every thread under "
-			     "Valgrind");
-}
-
 #endif

@@ -46,6 +46,16 @@ struct criterion_test_params tp_core(void);
 	}                                        \
 	ParameterizedTest(const struct tp *tp, suite, name)
 
+/*
+ * Skips the test on io_uring under Valgrind (RL_VALGRIND): Valgrind 3.19
+ * keeps its big lock across io_uring_enter, so no other thread runs (and
+ * no signal is delivered, not even alarm()) while the loop waits in it. A
+ * test whose loop waits for one of its threads (a FIFO's writer, a pipe's
+ * reader, a poster) would hang there: a deadlock of the tool, not of the
+ * loop. Call it before opening anything.
+ */
+void tskip_uring_threads_under_valgrind(const struct tp *tp);
+
 /* Opens a loop on tp's backend; fails the test if it cannot. */
 rl_loop *tloop(const struct tp *tp);
 rl_loop *tloop_opts(const struct tp *tp, struct rl_options *opt);

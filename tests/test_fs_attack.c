@@ -1004,7 +1004,7 @@ BACKEND_TEST(fs_attack, write_file_fifo_reader_leaves, .timeout = 60)
 	pthread_t th;
 	rl_loop *loop;
 
-	skip_threads_under_valgrind(tp);
+	tskip_uring_threads_under_valgrind(tp);
 	signal(SIGPIPE, SIG_IGN);
 	data = pattern("leaves", len);
 	loop = tloop(tp);
@@ -1464,7 +1464,7 @@ BACKEND_TEST(fs_attack, read_file_while_renamed_and_unlinked, .timeout = 120)
 	int a = 0, b = 0, gone = 0;
 	rl_loop *loop;
 
-	skip_threads_under_valgrind(tp);
+	tskip_uring_threads_under_valgrind(tp);
 	put_file(w.a, "va", w.alen);
 	put_file(w.b, "vb", w.blen);
 	put_file(w.path, "va", w.alen);
@@ -1646,7 +1646,7 @@ BACKEND_TEST(fs_attack, writev_of_iov_max_iovecs_to_a_slow_pipe, .timeout = 60)
 	int pfd[2];
 	rl_loop *loop;
 
-	skip_threads_under_valgrind(tp);
+	tskip_uring_threads_under_valgrind(tp);
 	for (int i = 0; i < 1024; i++)
 		sizes += i % 5 == 0 ? 0 : (size_t)(i * 37) % 2000 + 1;
 	data = pattern("iovmax", sizes);

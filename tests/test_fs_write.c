@@ -607,19 +607,19 @@ static void pipe_write(const struct tp *tp, int pipe_flags, bool vec)
 
 BACKEND_TEST(fs_write, short_writes_to_a_pipe_are_completed)
 {
-	skip_threads_under_valgrind(tp);
+	tskip_uring_threads_under_valgrind(tp);
 	pipe_write(tp, 0, false);
 }
 
 BACKEND_TEST(fs_write, short_writes_to_a_nonblocking_pipe_are_completed)
 {
-	skip_threads_under_valgrind(tp);
+	tskip_uring_threads_under_valgrind(tp);
 	pipe_write(tp, O_NONBLOCK, false);
 }
 
 BACKEND_TEST(fs_write, short_writev_to_a_pipe_is_completed)
 {
-	skip_threads_under_valgrind(tp);
+	tskip_uring_threads_under_valgrind(tp);
 	pipe_write(tp, 0, true);
 }
 
@@ -700,7 +700,7 @@ BACKEND_TEST(fs_write, write_file_into_a_fifo_is_completed)
 	struct one o;
 	rl_loop *loop;
 
-	skip_threads_under_valgrind(tp);
+	tskip_uring_threads_under_valgrind(tp);
 	data = pattern("fifo", len);
 	loop = tloop(tp);
 
