@@ -298,11 +298,38 @@ static int ring_start(rl_loop *loop, struct rl__uring *u)
  * without SQPOLL; with SQPOLL only when the poller sleeps. */
 static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
 {
+	u->last_enter_ns = loop->now_ns;
 	if (wait || !u->sqpoll ||
 	    (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP)) {
 		loop->stats.syscalls++;
 		loop->stats.enters++;
 	}
+}
+
+/*
+ * DEFER_TASKRUN, a wait that must not block: whether an enter could post
+ * anything. The kernel sets IORING_SQ_TASKRUN (the ring has
+ * IORING_SETUP_TASKRUN_FLAG) when it queues task work for the ring, which
+ * is how every completion reaches such a ring (checked on 6.18: a pipe
+ * read completed by another thread's write, an IORING_OP_MSG_RING from
+ * another ring), and IORING_SQ_CQ_OVERFLOW when CQEs wait for room. With
+ * neither and no SQE to submit the enter would return empty, a syscall
+ * for nothing on every poll of a busy loop or an idle spin. One
+ * exception: an enter that ran its limit of task work (6.13+, its
+ * retry_llist) clears the flag with items left, so the loop enters anyway
+ * once POLL_ENTER_NS has passed since its last enter: such items wait
+ * that long at most, or until the loop sleeps (a blocking enter runs them
+ * first).
+ */
+#define POLL_ENTER_NS 50000
+
+static bool poll_needs_enter(const rl_loop *loop, struct rl__uring *u)
+{
+	unsigned flags = IO_URING_READ_ONCE(*u->ring.sq.kflags);
+
+	return io_uring_sq_ready(&u->ring) ||
+	       (flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) ||
+	       loop->now_ns - u->last_enter_ns >= POLL_ENTER_NS;
 }
 
 /*
@@ -804,7 +831,8 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		 * block: submit what is queued and take what is ready. With
 		 * DEFER_TASKRUN, completions only appear from an enter. */
 		if (u->defer_taskrun) {
-			if (!entered || io_uring_sq_ready(&u->ring))
+			if ((!entered || io_uring_sq_ready(&u->ring)) &&
+			    (timeout_ns != 0 || poll_needs_enter(loop, u)))
 				ret = get_events_batch(loop, u, TW_ROUNDS);
 			if (ret < 0 && ret != -EBUSY && ret != -EINTR &&
 			    ret != -EAGAIN)

@@ -60,8 +60,9 @@ struct rl__uring {
 	 * thread that enables it, the first that enters it (ring_start() in
 	 * uring.c). */
 	bool single_issuer;
-	bool defer_taskrun;   /* completions are posted only by our enters */
-	unsigned last_reaped; /* CQEs the last wait reaped */
+	bool defer_taskrun;	/* completions are posted only by our enters */
+	unsigned last_reaped;	/* CQEs the last wait reaped */
+	uint64_t last_enter_ns; /* loop->now_ns at the last enter */
 	/* Until the first enter (ring_start()): whether the ring is still
 	 * disabled, and its fd still to be registered (RL_REGISTER_RING). */
 	bool started;

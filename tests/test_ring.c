@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -261,4 +262,71 @@ BACKEND_TEST(ring, cancels_with_a_full_sq_and_sqpoll)
 	if (getenv("RL_VALGRIND"))
 		cr_skip_test("Valgrind 3.19 does not run an SQPOLL ring");
 	cancel_with_full_sq(tp, RL_SQPOLL);
+}
+
+/* ------------------------------------------ polls that find nothing to do */
+
+static void idle_timer_cb(rl_timer *timer, int status)
+{
+	(void)timer;
+	(void)status;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A loop polled without blocking (RL_RUN_NOWAIT) while nothing can
+ * complete, a pipe read in flight and a timer far away: on io_uring it
+ * enters the kernel only when the kernel says it has work for the ring
+ * (IORING_SQ_TASKRUN) and otherwise at most once per 50 µs (POLL_ENTER_NS
+ * in loop/uring.c), not once per poll. Then the pipe is written: the polls
+ * pick the read's completion up, once, with its byte.
+ */
+BACKEND_TEST(ring, polls_enter_the_kernel_only_for_work)
+{
+	enum { POLLS = 1000 };
+	struct rl_stats before, after;
+	struct tseen s = { 0 };
+	rl_timer timer;
+	rl_req req = { .data = &s };
+	char byte = 0;
+	int p[2], polls = 0;
+	uint64_t t0, elapsed;
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_eq(pipe(p), 0);
+	rl_timer_init(&timer);
+	cr_assert_eq(rl_timer_start(loop, &timer, 600000, 0, idle_timer_cb), 0);
+	cr_assert_eq(rl_fs_read(loop, &req, p[0], &byte, 1, -1, tseen_cb), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	rl_loop_stats(loop, &before);
+	t0 = mono_ns();
+	for (int i = 0; i < POLLS; i++)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	elapsed = mono_ns() - t0;
+	rl_loop_stats(loop, &after);
+	cr_assert_eq(s.calls, 0);
+	if (tp->backend == RL_BACKEND_URING)
+		cr_assert_leq(
+			after.enters - before.enters, 2 + elapsed / 50000,
+			"%llu enters in %d polls over %llu ns",
+			(unsigned long long)(after.enters - before.enters),
+			POLLS, (unsigned long long)elapsed);
+	cr_assert_eq(write(p[1], "x", 1), 1);
+	while (s.calls == 0 && polls++ < 10000000)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 1);
+	cr_assert_eq(byte, 'x');
+	cr_assert_eq(rl_timer_stop(loop, &timer), 0);
+	close(p[0]);
+	close(p[1]);
+	trun(loop);
+	tclose(loop);
 }
