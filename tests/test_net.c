@@ -1054,13 +1054,21 @@ BACKEND_TEST(net, zero_copy_sends)
 	static struct tdone d[N + 1];
 	unsigned char *big = malloc(BIG), small[N];
 	struct tsink sink;
-	int s, peer;
+	bool cancelled[2];
+	int s, peer, small_buf = 128 << 10;
 
 	rl_options_init(&opt);
 	opt.flags = RL_SEND_ZC;
 	loop = tloop_opts(tp, &opt);
 	tpair(AF_INET, &s, &peer);
 	fcntl(peer, F_SETFL, O_NONBLOCK);
+	/* Fixed sizes: no autotuning that lets the queues take 4 MiB. */
+	cr_assert_eq(setsockopt(s, SOL_SOCKET, SO_SNDBUF, &small_buf,
+				sizeof(small_buf)),
+		     0);
+	cr_assert_eq(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &small_buf,
+				sizeof(small_buf)),
+		     0);
 	tpat_fill(small, 0, N);
 	tpat_fill(big, N, BIG);
 	for (int i = 0; i < N; i++) {
@@ -1076,7 +1084,15 @@ BACKEND_TEST(net, zero_copy_sends)
 	for (int i = 0; i < N; i++)
 		cr_assert_eq(d[i].result, 1);
 	cr_assert_eq(d[N].result, BIG, "%s", rl_strerror((int)d[N].result));
-	/* A zero-copy send the peer never takes, cancelled. */
+	/*
+	 * Zero-copy sends the peer stops taking, cancelled. The sink may take
+	 * part of the first before its own cancel lands, and loopback copies
+	 * what it delivers into the peer's queue (the pages come back at
+	 * once), so a send can still finish in full before its cancel: the
+	 * cancel then finds nothing (-ENOENT) and the callback said all of
+	 * it. The small buffers set below keep at least one of the two
+	 * unfinished.
+	 */
 	tdone_init(&d[0]);
 	cr_assert_eq(rl_net_send(loop, &d[0].req, s, big, BIG, 0, tdone_cb), 0);
 	tdone_init(&d[1]);
@@ -1084,15 +1100,25 @@ BACKEND_TEST(net, zero_copy_sends)
 	rl_cancel(loop, &sink.req);
 	trun_until(loop, sink.finals == 1);
 	trun_for(loop, 50);
-	cr_assert_eq(rl_cancel(loop, &d[1].req), 0);
-	cr_assert_eq(rl_cancel(loop, &d[0].req), 0);
+	for (int i = 1; i >= 0; i--) {
+		cancelled[i] = rl_cancel(loop, &d[i].req) == 0;
+		cr_assert(cancelled[i] ||
+				  (d[i].calls == 1 && d[i].result == BIG),
+			  "send %d: not cancelled, %d calls, %lld", i,
+			  d[i].calls, (long long)d[i].result);
+	}
+	cr_assert(cancelled[0] || cancelled[1]);
 	trun_until(loop, d[1].calls == 1);
-	cr_assert_eq(d[1].result, -ECANCELED);
-	/* On io_uring the kernel still holds pages of big in the peer's
+	if (cancelled[1])
+		cr_assert_eq(d[1].result, -ECANCELED);
+	/* On io_uring the kernel may still hold pages of big in the peer's
 	 * queue: the first send's callback waits for them to be freed. */
 	close(peer);
 	trun_until(loop, d[0].calls == 1);
-	cr_assert_eq(d[0].result, -ECANCELED);
+	if (cancelled[0])
+		cr_assert_eq(d[0].result, -ECANCELED);
+	cr_assert_eq(d[0].calls, 1);
+	cr_assert_eq(d[1].calls, 1);
 	close(s);
 	free(big);
 	tclose(loop);
