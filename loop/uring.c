@@ -307,29 +307,26 @@ static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
 }
 
 /*
- * DEFER_TASKRUN, a wait that must not block: whether an enter could post
- * anything. The kernel sets IORING_SQ_TASKRUN (the ring has
- * IORING_SETUP_TASKRUN_FLAG) when it queues task work for the ring, which
- * is how every completion reaches such a ring (checked on 6.18: a pipe
- * read completed by another thread's write, an IORING_OP_MSG_RING from
- * another ring), and IORING_SQ_CQ_OVERFLOW when CQEs wait for room. With
- * neither and no SQE to submit the enter would return empty, a syscall
- * for nothing on every poll of a busy loop or an idle spin. One
- * exception: an enter that ran its limit of task work (6.13+, its
- * retry_llist) clears the flag with items left, so the loop enters anyway
- * once POLL_ENTER_NS has passed since its last enter: such items wait
- * that long at most, or until the loop sleeps (a blocking enter runs them
- * first).
+ * A wait that must not block: whether an enter could bring anything. On
+ * a ring set up with IORING_SETUP_TASKRUN_FLAG (the default ring and
+ * RL_COOP_TASKRUN), the kernel sets IORING_SQ_TASKRUN when it queues task
+ * work for the ring, which on a DEFER_TASKRUN ring is how every completion
+ * arrives (checked on 6.18: a pipe read completed by another thread's
+ * write, an IORING_OP_MSG_RING from another ring); it sets
+ * IORING_SQ_CQ_OVERFLOW when CQEs wait for room in the CQ. With neither
+ * and no SQE to submit an enter returns empty. One exception: an enter
+ * that ran its limit of task work (6.13+, its retry_llist) clears the
+ * flag with items left, and a ring without the flag never sets it; so the
+ * loop enters anyway once RL__URING_POLL_ENTER_NS has passed since its
+ * last enter, and a blocking wait runs everything first.
  */
-#define POLL_ENTER_NS 50000
-
 static bool poll_needs_enter(const rl_loop *loop, struct rl__uring *u)
 {
 	unsigned flags = IO_URING_READ_ONCE(*u->ring.sq.kflags);
 
 	return io_uring_sq_ready(&u->ring) ||
 	       (flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) ||
-	       loop->now_ns - u->last_enter_ns >= POLL_ENTER_NS;
+	       loop->now_ns - u->last_enter_ns >= RL__URING_POLL_ENTER_NS;
 }
 
 /*
@@ -829,7 +826,8 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	} else if (io_uring_cq_ready(&u->ring) || timeout_ns == 0) {
 		/* Completions are there already, or the caller must not
 		 * block: submit what is queued and take what is ready. With
-		 * DEFER_TASKRUN, completions only appear from an enter. */
+		 * DEFER_TASKRUN, completions only appear from an enter, so
+		 * one is made whenever there are some to take. */
 		if (u->defer_taskrun) {
 			if ((!entered || io_uring_sq_ready(&u->ring)) &&
 			    (timeout_ns != 0 || poll_needs_enter(loop, u)))
@@ -837,9 +835,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 			if (ret < 0 && ret != -EBUSY && ret != -EINTR &&
 			    ret != -EAGAIN)
 				return ret;
-		} else if (io_uring_sq_ready(&u->ring) ||
-			   (IO_URING_READ_ONCE(*u->ring.sq.kflags) &
-			    IORING_SQ_TASKRUN)) {
+		} else if (poll_needs_enter(loop, u)) {
 			count_submit(loop, u, true);
 			ret = io_uring_submit_and_get_events(&u->ring);
 			if (ret < 0 && ret != -EBUSY && ret != -EINTR &&

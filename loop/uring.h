@@ -15,6 +15,10 @@
 
 #include "internal.h"
 
+/* The longest a non-blocking wait goes without entering the kernel
+ * (poll_needs_enter() in uring.c says why it enters at all). */
+#define RL__URING_POLL_ENTER_NS 50000
+
 /* user_data is a request pointer with a tag in its low bits (requests are
  * at least 8-byte aligned), or a bare tag for the loop's own SQEs. */
 enum {

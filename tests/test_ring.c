@@ -11,10 +11,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "uring.h" /* RL__URING_POLL_ENTER_NS */
 
 /* ------------------------------------------------ wake-ups with a full SQ */
 
@@ -105,17 +105,13 @@ static void post_with_full_sq(const struct tp *tp, unsigned entries, int n)
 
 BACKEND_TEST(ring, post_wakes_a_loop_whose_sq_is_full)
 {
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
-		cr_skip_test("Valgrind 3.19 delivers nothing to a thread "
-			     "inside io_uring_enter");
+	tskip_uring_threads_under_valgrind(tp);
 	post_with_full_sq(tp, 0, 256); /* the default ring: 256 entries */
 }
 
 BACKEND_TEST(ring, post_wakes_a_loop_whose_small_sq_is_full)
 {
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING)
-		cr_skip_test("Valgrind 3.19 delivers nothing to a thread "
-			     "inside io_uring_enter");
+	tskip_uring_threads_under_valgrind(tp);
 	post_with_full_sq(tp, 4, 4);
 }
 
@@ -272,20 +268,12 @@ static void idle_timer_cb(rl_timer *timer, int status)
 	(void)status;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * A loop polled without blocking (RL_RUN_NOWAIT) while nothing can
  * complete, a pipe read in flight and a timer far away: on io_uring it
  * enters the kernel only when the kernel says it has work for the ring
- * (IORING_SQ_TASKRUN) and otherwise at most once per 50 µs (POLL_ENTER_NS
- * in loop/uring.c), not once per poll. Then the pipe is written: the polls
+ * (IORING_SQ_TASKRUN) and otherwise at most once per
+ * RL__URING_POLL_ENTER_NS, not once per poll. Then the pipe is written: the polls
  * pick the read's completion up, once, with its byte.
  */
 BACKEND_TEST(ring, polls_enter_the_kernel_only_for_work)
@@ -306,15 +294,16 @@ BACKEND_TEST(ring, polls_enter_the_kernel_only_for_work)
 	cr_assert_eq(rl_fs_read(loop, &req, p[0], &byte, 1, -1, tseen_cb), 0);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	rl_loop_stats(loop, &before);
-	t0 = mono_ns();
+	t0 = tnow_ns();
 	for (int i = 0; i < POLLS; i++)
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	elapsed = mono_ns() - t0;
+	elapsed = tnow_ns() - t0;
 	rl_loop_stats(loop, &after);
 	cr_assert_eq(s.calls, 0);
 	if (tp->backend == RL_BACKEND_URING)
 		cr_assert_leq(
-			after.enters - before.enters, 2 + elapsed / 50000,
+			after.enters - before.enters,
+			2 + elapsed / RL__URING_POLL_ENTER_NS,
 			"%llu enters in %d polls over %llu ns",
 			(unsigned long long)(after.enters - before.enters),
 			POLLS, (unsigned long long)elapsed);
