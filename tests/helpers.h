@@ -51,8 +51,8 @@ struct criterion_test_params tp_core(void);
  * keeps its big lock across io_uring_enter, so no other thread runs (and
  * no signal is delivered, not even alarm()) while the loop waits in it. A
  * test whose loop waits for one of its threads (a FIFO's writer, a pipe's
- * reader, a poster) would hang there: a deadlock of the tool, not of the
- * loop. Call it before opening anything.
+ * reader, a poster, the other loops of a group) would hang there: a
+ * deadlock of the tool, not of the loop. Call it before opening anything.
  */
 void tskip_uring_threads_under_valgrind(const struct tp *tp);
 
@@ -78,7 +78,9 @@ void tcheck(const char *name, const void *buf, size_t len);
 int tfd_count(void);
 /* Number of threads of this process (/proc/self/task). */
 int tthread_count(void);
-/* CLOCK_MONOTONIC in milliseconds, for the bounded waits of tests. */
+/* CLOCK_MONOTONIC in nanoseconds and milliseconds, for the bounded waits
+ * of tests. */
+uint64_t tnow_ns(void);
 uint64_t tnow_ms(void);
 
 /* Whether openat2() with RESOLVE_CACHED works here, i.e. whether the

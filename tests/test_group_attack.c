@@ -1285,8 +1285,7 @@ BACKEND_TEST(group_attack, groups_made_without_fds_or_memlock)
 	opt.flags = RL_GROUP_SPREAD;
 	opt.loop.backend = tp->backend;
 	opt.loop.flags = tp->flags;
-	if (tp->backend == RL_BACKEND_URING && getenv("RL_VALGRIND"))
-		cr_skip_test("a group of io_uring loops under Valgrind 3.19");
+	tskip_uring_threads_under_valgrind(tp);
 	for (int spare = 0; spare <= 24; spare++) {
 		int ret;
 

@@ -172,16 +172,10 @@ BACKEND_TEST(loop, post_from_another_thread)
 	atomic_int ran = 0;
 	struct poster p = { .ran = &ran };
 	pthread_t th;
-	rl_loop *loop = tloop(tp);
+	rl_loop *loop;
 
-	/* Valgrind 3.19 keeps its big lock across io_uring_enter (it does
-	 * not know the call can block), so the posting thread never runs
-	 * while the loop waits: a deadlock of the tool, not of the loop. */
-	if (getenv("RL_VALGRIND") && tp->backend == RL_BACKEND_URING) {
-		tclose(loop);
-		cr_skip_test(
-			"io_uring_enter blocks every thread under Valgrind");
-	}
+	tskip_uring_threads_under_valgrind(tp); /* the posting thread */
+	loop = tloop(tp);
 	p.loop = loop;
 	rl_ref(loop);
 	cr_assert_eq(pthread_create(&th, NULL, post_thread, &p), 0);
