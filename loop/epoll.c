@@ -450,6 +450,57 @@ static int64_t hold_cap(struct rl__ep *ep, int64_t timeout_ns, bool *capped)
 	return cap;
 }
 
+/* A cancelled job was signalled: signal it again later, in case that
+ * signal came just before its blocking syscall (threadpool.h), which would
+ * then wait for good. */
+static void interrupt_later(struct rl__ep *ep)
+{
+	if (ep->interrupt_due_ns)
+		return;
+	ep->interrupt_ns = RL__EP_INTERRUPT_MIN_NS;
+	ep->interrupt_due_ns = rl__clock_ns() + ep->interrupt_ns;
+}
+
+/* Signals the cancelled jobs still on a worker again when it is time,
+ * less and less often (a job in an uninterruptible wait, say of a disk,
+ * ends when it ends), and stops once none is left. */
+static void interrupt_if_due(struct rl__ep *ep)
+{
+	uint64_t now;
+
+	if (!ep->interrupt_due_ns ||
+	    (now = rl__clock_ns()) < ep->interrupt_due_ns)
+		return;
+	/* Both lanes, always: a sum, not a ||. */
+	if (rl__pool_interrupt_again(&ep->pool) +
+		    rl__pool_interrupt_again(&ep->slow) ==
+	    0) {
+		ep->interrupt_due_ns = 0;
+		return;
+	}
+	if (ep->interrupt_ns < RL__EP_INTERRUPT_MAX_NS)
+		ep->interrupt_ns *= 2;
+	ep->interrupt_due_ns = now + ep->interrupt_ns;
+}
+
+/* A sleep of t ends in time for the next signal, if one is due. */
+static int64_t interrupt_cap(const struct rl__ep *ep, int64_t t, bool *capped)
+{
+	uint64_t now;
+	int64_t left;
+
+	if (!ep->interrupt_due_ns || t == 0)
+		return t;
+	now = rl__clock_ns();
+	left = now >= ep->interrupt_due_ns
+		       ? 0
+		       : (int64_t)(ep->interrupt_due_ns - now);
+	if (t >= 0 && t <= left)
+		return t;
+	*capped = true;
+	return left;
+}
+
 static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 {
 	struct rl__ep *ep = rl__ep(loop);
@@ -488,6 +539,7 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		 * direct reads and writes queued since the last flush. */
 		rl__ep_aio_flush(loop, ep);
 		flush_batch(loop, ep);
+		interrupt_if_due(ep);
 		/* Completions in hand, or no waiting allowed, or a job
 		 * finished just now: only the watched fds need a look, if
 		 * there are some. */
@@ -500,6 +552,7 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		capped = false;
 		if (sleep) {
 			t = hold_cap(ep, timeout_ns, &capped);
+			t = interrupt_cap(ep, t, &capped);
 		} else {
 			if (!ep->nwatch)
 				return done + reap(loop, ep);
@@ -621,7 +674,8 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 		if (!rl__pool_cancel(&ep->pool, req)) {
 			/* Running: its result becomes -ECANCELED; if it
 			 * blocks, the interrupt ends the wait. */
-			rl__pool_interrupt(&ep->pool, req);
+			if (rl__pool_interrupt(&ep->pool, req))
+				interrupt_later(ep);
 			return;
 		}
 		ep->in_pool--;
@@ -629,7 +683,8 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 		break;
 	case RL__EP_SLOW:
 		if (!rl__pool_cancel(&ep->slow, req)) {
-			rl__pool_interrupt(&ep->slow, req);
+			if (rl__pool_interrupt(&ep->slow, req))
+				interrupt_later(ep);
 			return;
 		}
 		ep->in_slow--;

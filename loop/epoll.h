@@ -105,6 +105,11 @@ struct rl__ep_fd {
 /* The slow lane's worker cap. */
 #define RL__SLOW_MAX 64
 
+/* The first and the longest period between the signals that interrupt a
+ * cancelled job again (struct rl__ep.interrupt_ns). */
+#define RL__EP_INTERRUPT_MIN_NS 1000000
+#define RL__EP_INTERRUPT_MAX_NS 128000000
+
 struct rl__ep {
 	int epfd;
 	int efd;	 /* workers' completions and rl_post() */
@@ -137,6 +142,12 @@ struct rl__ep {
 	struct rl__fifo starved; /* RL__EP_STARVED */
 	rl_req *deadlines;	 /* connects with a timeout, soonest first */
 	struct rl__pool slow;	 /* jobs that may block for good */
+	/* A cancelled job may still block: its signal can come just before
+	 * its syscall. Until the cancelled jobs have left the workers, the
+	 * loop signals them again at interrupt_due_ns, every interrupt_ns
+	 * (doubling up to RL__EP_INTERRUPT_MAX_NS); 0: none is running. */
+	uint64_t interrupt_due_ns;
+	uint64_t interrupt_ns;
 	/* Direct I/O through Linux AIO (epoll_aio.c). */
 	uint64_t aio_ctx;	   /* aio_context_t, 0 until the first use */
 	bool aio_off;		   /* RL_NO_AIO, or the kernel refused */

@@ -182,8 +182,13 @@ int rl__pool_signal(int option)
 
 bool rl__pool_job_cancelled(void)
 {
-	return self &&
-	       atomic_load_explicit(&self->give_up, memory_order_relaxed);
+	rl_req *job;
+
+	if (!self)
+		return false;
+	job = atomic_load_explicit(&self->job, memory_order_relaxed);
+	return job && atomic_load_explicit(&self->give_up,
+					   memory_order_relaxed) == job;
 }
 
 unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
@@ -198,7 +203,7 @@ unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
 
 		if (!job || (req && job != req))
 			continue;
-		atomic_store(&w->give_up, true);
+		atomic_store(&w->give_up, job);
 		/* The job may finish meanwhile: the signal then interrupts
 		 * nothing, or the worker's wait for the next job, which
 		 * retries. */
@@ -208,10 +213,26 @@ unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
 	return sent;
 }
 
+unsigned rl__pool_interrupt_again(struct rl__pool *pool)
+{
+	unsigned busy = 0;
+
+	if (!pool->signo)
+		return 0;
+	for (unsigned i = 0; i < pool->nthreads; i++) {
+		struct rl__worker *w = &pool->workers[i];
+		rl_req *job = atomic_load(&w->job);
+
+		if (!job || atomic_load(&w->give_up) != job)
+			continue;
+		busy++;
+		pthread_kill(w->thread, pool->signo);
+	}
+	return busy;
+}
+
 static void run_job(struct rl__worker *w, rl_req *req)
 {
-	atomic_store(&w->give_up, false);
-	atomic_store(&w->job, req);
 	rl__req(req)->work(req);
 	atomic_store(&w->job, NULL);
 }
@@ -257,6 +278,10 @@ static void *worker(void *arg)
 		req = rl__fifo_pop(&pool->queue);
 		atomic_fetch_sub_explicit(&pool->queued, 1,
 					  memory_order_seq_cst);
+		/* Still under the lock: rl__pool_cancel() either finds req
+		 * queued or, after it, rl__pool_interrupt() finds it here. */
+		atomic_store(&w->give_up, NULL);
+		atomic_store(&w->job, req);
 		pthread_mutex_unlock(&pool->lock);
 
 		run_job(w, req);

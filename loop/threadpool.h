@@ -104,8 +104,9 @@ struct rl__pool {
  * installed without SA_RESTART: the signal makes the blocking syscall
  * fail with EINTR. The job's own EINTR retries stop once its worker was
  * asked to give up. A signal sent just before the worker enters the
- * syscall is lost, so closing sends it again on every pass until the job
- * has finished. The handler is only installed when the program left that
+ * syscall is lost, so the loop sends it again (rl__pool_interrupt_again())
+ * until the job has finished: closing on every pass, a cancel with a
+ * growing period (epoll.c). The handler is only installed when the program left that
  * signal at SIG_DFL; otherwise (or with no signal) nothing is interrupted.
  */
 #define RL__POOL_SIGNAL (SIGRTMIN + 6)
@@ -117,8 +118,14 @@ int rl__pool_signal(int option);
 struct rl__worker {
 	struct rl__pool *pool;
 	pthread_t thread;
-	_Atomic(rl_req *) job; /* the job it runs, or NULL */
-	atomic_bool give_up;   /* set before the signal; cleared per job */
+	/* The job it runs, or NULL; set when the worker takes it off the
+	 * queue, under the pool's lock, so that a cancel finds every job
+	 * either queued or here. */
+	_Atomic(rl_req *) job;
+	/* The job the loop asked to give up (set before the signal): a job
+	 * gives up when this is itself, so a request that names a job the
+	 * worker has left behind changes nothing. NULL when taking a job. */
+	_Atomic(rl_req *) give_up;
 };
 
 /* For a job, on its worker: whether it was asked to give up (stop
@@ -128,6 +135,11 @@ bool rl__pool_job_cancelled(void);
 /* Interrupts the worker running req, or every busy worker when req is
  * NULL. Returns how many signals it sent. Loop thread. */
 unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req);
+
+/* Signals again every worker still running a job it was asked to give up:
+ * the first signal may have come before the job's blocking syscall.
+ * Returns how many are still running one. Loop thread. */
+unsigned rl__pool_interrupt_again(struct rl__pool *pool);
 
 /* The thread count option resolved: 0 means the CPUs this process may use. */
 unsigned rl__pool_size(unsigned asked);

@@ -1873,6 +1873,68 @@ BACKEND_TEST(fs_attack, blocking_eventfd_does_not_starve_the_pool,
 }
 
 /*
+ * A cancel that lands while a worker is about to block. On epoll a write
+ * to a full eventfd waits in the slow lane's write(), and rl_cancel()
+ * ends that wait with the pool's signal; a signal that comes before the
+ * syscall is lost, and the write then waited for good (seen as a rare
+ * 60 s timeout of blocking_eventfd_does_not_starve_the_pool on a loaded
+ * machine). The cancel here comes when the job has just been handed to
+ * the slow lane, after a delay that sweeps the worker's way into the
+ * syscall; every write must end, cancelled, within a bound. On io_uring
+ * the write is polled in the kernel and the cancel removes the poll.
+ */
+BACKEND_TEST(fs_attack, cancel_just_before_a_worker_blocks, .timeout = 60)
+{
+	uint64_t max = UINT64_MAX - 1, one = 1;
+	int efd = eventfd(0, EFD_CLOEXEC);
+	unsigned rounds = getenv("RL_VALGRIND") ? 20 : 1000;
+	rl_loop *loop = tloop(tp);
+	struct rl_stats st;
+
+	cr_assert_geq(efd, 0);
+	cr_assert_eq(write(efd, &max, 8), 8);
+	for (unsigned i = 0; i < rounds; i++) {
+		struct one w;
+		uint64_t jobs, t0;
+		int k;
+
+		rl_loop_stats(loop, &st);
+		jobs = st.pool_jobs;
+		cr_assert_eq(rl_fs_write(loop, one_req(&w), efd, &one, 8, -1,
+					 tseen_cb),
+			     0);
+		/* Until the regular worker found it a stream and the loop
+		 * gave it to the slow lane (at most a few ms; io_uring runs
+		 * no job). */
+		for (k = 0; tp->backend == RL_BACKEND_EPOLL && k < 2000 &&
+			    st.pool_jobs == jobs;
+		     k++) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			rl_loop_stats(loop, &st);
+			if (st.pool_jobs == jobs)
+				usleep(50);
+		}
+		t0 = tnow_ns();
+		while (tnow_ns() - t0 < (i % 40) * 1000)
+			;
+		cr_assert_eq(w.s.calls, 0);
+		cr_assert_eq(rl_cancel(loop, &w.req), 0);
+		for (k = 0; k < 5000 && !w.s.calls; k++) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			if (!w.s.calls)
+				usleep(1000);
+		}
+		cr_assert_eq(w.s.calls, 1,
+			     "backend %d flags %#x round %u: a cancelled write "
+			     "never ended",
+			     (int)tp->backend, tp->flags, i);
+		cr_assert_eq(w.s.result, -ECANCELED);
+	}
+	tclose(loop);
+	close(efd);
+}
+
+/*
  * Other anonymous inodes: a timerfd's read waits for its expiry (polled,
  * like an eventfd's); an inotify fd and an epoll fd answer the other
  * requests as the kernel does.
