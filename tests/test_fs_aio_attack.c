@@ -1,0 +1,1221 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fs_aio_attack.c - hostile tests of direct I/O, aimed at the epoll
+ * backend's Linux AIO path (loop/epoll_aio.c) and run on every backend:
+ * the system's AIO contexts used up before a loop's first direct read
+ * and between two loops, more requests than the AIO context holds mixed
+ * with buffered reads and timers, truncation and hole punching under
+ * reads in flight, misaligned requests against the kernel's own
+ * answer, cancels racing completions, the loop closed with hundreds of
+ * requests in the kernel, the fd replaced while its requests are in the
+ * kernel, and io_submit() denied by seccomp after the context was made.
+ *
+ * Every test counts callbacks exactly, ends with the loop closed and no
+ * fd left, and stops by itself. test_fs_direct.c has the plain cases.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <linux/audit.h>
+#include <linux/falloc.h>
+#include <linux/filter.h>
+#include <linux/magic.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fs_helpers.h"
+#include "helpers.h"
+
+#define BS 4096
+
+/* The contexts the loop's AIO path asks the kernel for (epoll_aio.c). */
+#define LOOP_AIO_EVENTS 512
+
+struct dreq {
+	rl_req req;
+	int calls;
+	unsigned char *buf; /* scribbled over by the callback, see fill_cb */
+	size_t len;
+};
+
+static void dreq_cb(rl_req *req)
+{
+	((struct dreq *)req)->calls++;
+}
+
+/* Opens path through the loop (so that epoll knows it is O_DIRECT); skips
+ * the test where the file system has no O_DIRECT. */
+static int dopen(rl_loop *loop, const char *path, int flags)
+{
+	struct tseen s = { 0 };
+	rl_req req = { .data = &s };
+
+	cr_assert_eq(rl_fs_open(loop, &req, path, flags | O_DIRECT | O_CLOEXEC,
+				0644, tseen_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(s.calls, 1);
+	if (s.result == -EINVAL) {
+		tclose(loop);
+		cr_skip_test("%s: no O_DIRECT on this file system", tdir());
+	}
+	cr_assert_geq(s.result, 0, "open: %s", rl_strerror((int)s.result));
+	return (int)s.result;
+}
+
+/* A file of nblocks blocks of the pattern of name, on the disk. */
+static const char *blocks_file(const char *name, unsigned nblocks)
+{
+	const char *path = tfile(name, (size_t)nblocks * BS);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+	return path;
+}
+
+static unsigned char *dbufs(size_t n)
+{
+	unsigned char *p = NULL;
+
+	cr_assert_eq(posix_memalign((void **)&p, BS, n * BS), 0);
+	memset(p, 0xee, n * BS);
+	return p;
+}
+
+static bool is_block(const char *name, const unsigned char *buf, uint64_t off)
+{
+	for (size_t j = 0; j < BS; j++)
+		if (buf[j] != tbyte(name, off + j))
+			return false;
+	return true;
+}
+
+static bool is_zero(const unsigned char *buf, size_t len)
+{
+	for (size_t j = 0; j < len; j++)
+		if (buf[j])
+			return false;
+	return true;
+}
+
+static void check_block(const char *name, const unsigned char *buf,
+			uint64_t off)
+{
+	for (size_t j = 0; j < BS; j++)
+		cr_assert_eq(buf[j], tbyte(name, off + j),
+			     "byte %zu of the block at %llu", j,
+			     (unsigned long long)off);
+}
+
+/* Where the epoll backend is expected to use AIO: a disk file system
+ * whose direct I/O honours RWF_NOWAIT, and AIO not turned off. */
+static bool aio_expected(const struct tp *tp)
+{
+	struct statfs sf;
+
+	if (tp->backend != RL_BACKEND_EPOLL || (tp->flags & RL_NO_AIO))
+		return false;
+	return statfs(tdir(), &sf) == 0 && sf.f_type == EXT4_SUPER_MAGIC;
+}
+
+static uint64_t aio_count(rl_loop *loop)
+{
+	struct rl_stats st;
+
+	rl_loop_stats(loop, &st);
+	return st.aio;
+}
+
+/* Reads n blocks of name at once (block i from block i % nblocks), checks
+ * every one; the loop's AIO count before and after in *aio. */
+static void read_blocks(rl_loop *loop, int fd, const char *name, unsigned n,
+			unsigned nblocks, uint64_t *aio)
+{
+	struct dreq *r = calloc(n, sizeof(*r));
+	unsigned char *bufs = dbufs(n);
+	uint64_t before = aio_count(loop);
+
+	cr_assert_not_null(r);
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_eq(rl_fs_read(loop, &r[i].req, fd, bufs + i * BS, BS,
+					(int64_t)(i % nblocks) * BS, dreq_cb),
+			     0);
+	trun(loop);
+	for (unsigned i = 0; i < n; i++) {
+		cr_assert_eq(r[i].calls, 1, "read %u: %d callbacks", i,
+			     r[i].calls);
+		cr_assert_eq(r[i].req.result, BS, "read %u: %lld", i,
+			     (long long)r[i].req.result);
+		check_block(name, bufs + i * BS, (uint64_t)(i % nblocks) * BS);
+	}
+	*aio = aio_count(loop) - before;
+	free(bufs);
+	free(r);
+}
+
+/* ------------------------------------------------- AIO contexts used up */
+
+static long read_proc_long(const char *path)
+{
+	char buf[64] = { 0 };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 ? strtol(buf, NULL, 10) : -1;
+}
+
+/*
+ * What a test takes of the system's AIO events (/proc/sys/fs/aio-max-nr),
+ * in a few big contexts. More than this left over is a machine set up
+ * for it (the contexts' rings would pin too much memory): skip.
+ */
+#define HOG_MAX_EVENTS (1L << 20)
+#define HOG_MAX_CTX    64
+
+struct aio_hog {
+	aio_context_t ctx[HOG_MAX_CTX];
+	unsigned n;
+	int lock;
+};
+
+/* Takes every AIO event the system has left (other processes, a parallel
+ * test among them, may take or give some meanwhile: it goes on until
+ * io_setup(1) fails). Skips the test where that is not sane. */
+static void hog_take(struct aio_hog *h)
+{
+	long max, nr, chunk;
+
+	memset(h, 0, sizeof(*h));
+	/* The tests of this file that take every event wait for each other
+	 * (Criterion runs them in parallel): each must see the limit it
+	 * made, not the other's. */
+	h->lock = open("/tmp/ringloop-aio-hog.lock",
+		       O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	cr_assert_geq(h->lock, 0);
+	cr_assert_eq(flock(h->lock, LOCK_EX), 0);
+	max = read_proc_long("/proc/sys/fs/aio-max-nr");
+	nr = read_proc_long("/proc/sys/fs/aio-nr");
+	if (max < 0 || nr < 0)
+		cr_skip_test("no /proc/sys/fs/aio-max-nr: no AIO here");
+	if (max - nr > HOG_MAX_EVENTS)
+		cr_skip_test("aio-max-nr leaves %ld events: too many to take",
+			     max - nr);
+	chunk = max - nr > 65536 ? 65536 : max - nr;
+	while (chunk > 0 && h->n < HOG_MAX_CTX) {
+		aio_context_t ctx = 0;
+
+		if (syscall(SYS_io_setup, (unsigned)chunk, &ctx) == 0) {
+			h->ctx[h->n++] = ctx;
+			continue;
+		}
+		if (errno == ENOSYS)
+			cr_skip_test("no Linux AIO in this kernel");
+		cr_assert(errno == EAGAIN, "io_setup(%ld): %s", chunk,
+			  strerror(errno));
+		chunk /= 2;
+	}
+	/* Not even one event is left for the loop. */
+	{
+		aio_context_t ctx = 0;
+
+		cr_assert_eq(syscall(SYS_io_setup, 1u, &ctx), -1,
+			     "an AIO event is left after %u contexts", h->n);
+		cr_assert_eq(errno, EAGAIN);
+	}
+}
+
+static void hog_release(struct aio_hog *h)
+{
+	while (h->n)
+		cr_assert_eq(syscall(SYS_io_destroy, h->ctx[--h->n]), 0);
+	close(h->lock);
+}
+
+/*
+ * Every AIO event of the system taken (by this test, with io_setup())
+ * before the loop's first direct read: the loop cannot make its context
+ * and does its direct reads and writes in the pool, with the right
+ * bytes, and stays with the pool once events are free again (its
+ * contract: the kernel refused once, the pool for good).
+ */
+BACKEND_TEST(fs_aio_attack, aio_events_used_up_before_the_first_direct_read,
+	     .timeout = 60)
+{
+	const char *path = blocks_file("hog", 32);
+	struct aio_hog hog;
+	unsigned char *buf = dbufs(1);
+	uint64_t aio;
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+
+	hog_take(&hog);
+	/* The window in which other tests' loops find no AIO either is
+	 * kept short: a burst, a write, and the events go back. */
+	read_blocks(loop, fd, "hog", 48, 32, &aio);
+	memset(buf, 0x3c, BS);
+	cr_assert_eq(do_write(loop, fd, buf, BS, 5 * BS), BS);
+	hog_release(&hog);
+	cr_assert_eq(aio, 0, "%llu requests went through AIO",
+		     (unsigned long long)aio);
+	/* Events free again: the loop does not try again. */
+	read_blocks(loop, fd, "hog", 4, 4, &aio);
+	cr_assert_eq(aio_count(loop), 0);
+	cr_assert_eq(pread(fd, buf, BS, 5 * BS), BS);
+	for (size_t j = 0; j < BS; j++)
+		cr_assert_eq(buf[j], 0x3c);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(buf);
+}
+
+/*
+ * The limit reached between two loops: the first has its context (made
+ * at its first direct read) and keeps using it; the second, opened and
+ * reading once every event is taken, goes to the pool. Both read right.
+ */
+BACKEND_TEST(fs_aio_attack, aio_events_used_up_between_two_loops, .timeout = 60)
+{
+	const char *path = blocks_file("two", 16);
+	struct aio_hog hog;
+	uint64_t aio_a, aio_b;
+	rl_loop *a = tloop(tp), *b;
+	int fda = dopen(a, path, O_RDONLY), fdb;
+
+	read_blocks(a, fda, "two", 8, 16, &aio_a);
+	if (aio_expected(tp))
+		cr_assert_eq(aio_a, 8);
+	b = tloop(tp);
+	fdb = dopen(b, path, O_RDONLY);
+	hog_take(&hog);
+	read_blocks(b, fdb, "two", 32, 16, &aio_b);
+	read_blocks(a, fda, "two", 32, 16, &aio_a);
+	hog_release(&hog);
+	cr_assert_eq(aio_b, 0, "the second loop used AIO");
+	if (aio_expected(tp))
+		cr_assert_eq(aio_a, 32, "the first loop's context: %llu",
+			     (unsigned long long)aio_a);
+	cr_assert_eq(do_close(b, fdb), 0);
+	cr_assert_eq(rl_loop_close(b), 0);
+	cr_assert_eq(do_close(a, fda), 0);
+	tclose(a);
+}
+
+/* ------------------------------------ more than the context, mixed in */
+
+struct tick {
+	rl_timer t;
+	int calls;
+};
+
+static void tick_cb(rl_timer *t, int status)
+{
+	cr_assert_eq(status, 0);
+	((struct tick *)t)->calls++;
+}
+
+/*
+ * More direct requests in flight than the AIO context holds (512): 900
+ * reads and 100 writes of a direct file, 200 buffered reads of another
+ * file and 40 timers of 0-3 ms, all submitted at once. Every callback
+ * comes once, every block is right, every write is on the disk.
+ */
+BACKEND_TEST(fs_aio_attack,
+	     beyond_the_aio_context_mixed_with_buffered_and_timers,
+	     .timeout = 60)
+{
+	enum { NR = 900, NW = 100, NB = 200, NT = 40, NBLK = 128 };
+	const char *dpath = blocks_file("mixd", NBLK + NW);
+	const char *bpath = spath("mixb");
+	struct dreq *r = calloc(NR + NW + NB, sizeof(*r));
+	struct tick ticks[NT];
+	unsigned char *bufs = dbufs(NR + NW), *bb, *back = dbufs(1);
+	rl_loop *loop;
+	uint64_t aio0;
+	int fd, bfd;
+
+	tfile("mixb", 64 * 1024);
+	bb = malloc((size_t)NB * 100);
+	cr_assert(r && bb);
+	loop = tloop(tp);
+	fd = dopen(loop, dpath, O_RDWR);
+	bfd = open_fd(loop, bpath, O_RDONLY | O_CLOEXEC, 0);
+	aio0 = aio_count(loop);
+	memset(ticks, 0, sizeof(ticks));
+	for (unsigned i = 0; i < NR + NW + NB; i++) {
+		if (i < NT)
+			cr_assert_eq(rl_timer_start(loop, &ticks[i].t, i % 4, 0,
+						    tick_cb),
+				     0);
+		if (i < NR) {
+			cr_assert_eq(rl_fs_read(loop, &r[i].req, fd,
+						bufs + (size_t)i * BS, BS,
+						(int64_t)(i % NBLK) * BS,
+						dreq_cb),
+				     0);
+		} else if (i < NR + NW) {
+			unsigned k = i - NR;
+			unsigned char *w = bufs + (size_t)i * BS;
+
+			for (size_t j = 0; j < BS; j++)
+				w[j] = tbyte("mixw",
+					     (size_t)(NBLK + k) * BS + j);
+			cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, w, BS,
+						 (int64_t)(NBLK + k) * BS,
+						 dreq_cb),
+				     0);
+		} else {
+			unsigned k = i - NR - NW;
+
+			cr_assert_eq(rl_fs_read(loop, &r[i].req, bfd,
+						bb + (size_t)k * 100, 100,
+						(int64_t)k * 300, dreq_cb),
+				     0);
+		}
+	}
+	trun(loop);
+	for (unsigned i = 0; i < NT; i++)
+		cr_assert_eq(ticks[i].calls, 1, "timer %u", i);
+	for (unsigned i = 0; i < NR + NW + NB; i++) {
+		cr_assert_eq(r[i].calls, 1, "req %u: %d callbacks", i,
+			     r[i].calls);
+		cr_assert_eq(r[i].req.result, i < NR + NW ? BS : 100,
+			     "req %u: %lld", i, (long long)r[i].req.result);
+		if (i < NR)
+			check_block("mixd", bufs + (size_t)i * BS,
+				    (uint64_t)(i % NBLK) * BS);
+		if (i >= NR + NW) {
+			unsigned k = i - NR - NW;
+
+			for (size_t j = 0; j < 100; j++)
+				cr_assert_eq(bb[k * 100 + j],
+					     tbyte("mixb", k * 300 + j));
+		}
+	}
+	for (unsigned k = 0; k < NW; k++) {
+		cr_assert_eq(pread(fd, back, BS, (off_t)(NBLK + k) * BS), BS);
+		check_block("mixw", back, (uint64_t)(NBLK + k) * BS);
+	}
+	if (aio_expected(tp))
+		cr_assert_geq(aio_count(loop) - aio0, LOOP_AIO_EVENTS / 2,
+			      "AIO took %llu",
+			      (unsigned long long)(aio_count(loop) - aio0));
+	cr_assert_eq(do_close(loop, bfd), 0);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+	free(back);
+	free(bb);
+	free(r);
+}
+
+/* ------------------------------ truncation and holes under the reads */
+
+/*
+ * 256 direct reads in flight (in the kernel where the backend can) while
+ * the file is cut to 100 blocks and 100 bytes and blocks 10-29 are
+ * punched out. Each read reports once: a whole block, of the file's
+ * pattern or (where punched or cut) of zeros; a block past the new end
+ * nothing or a block read before the cut; block 100 its 100 bytes (or
+ * the whole block read before the cut). Never the buffer's filler.
+ */
+BACKEND_TEST(fs_aio_attack, reads_racing_truncate_and_hole_punch, .timeout = 60)
+{
+	enum { N = 256 };
+	struct dreq *r = calloc(N, sizeof(*r));
+	unsigned char *bufs = dbufs(N);
+	const char *path;
+	rl_loop *loop;
+	int fd;
+
+	cr_assert_not_null(r);
+	for (int round = 0; round < 3; round++) {
+		path = blocks_file("cut", N);
+		loop = tloop(tp);
+		fd = dopen(loop, path, O_RDWR);
+		memset(bufs, 0xee, (size_t)N * BS);
+		memset(r, 0, N * sizeof(*r));
+		for (unsigned i = 0; i < N; i++)
+			cr_assert_eq(rl_fs_read(loop, &r[i].req, fd,
+						bufs + (size_t)i * BS, BS,
+						(int64_t)i * BS, dreq_cb),
+				     0);
+		/* Round 0 cuts before the reads reach the kernel, the
+		 * others once they are there. */
+		if (round)
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_eq(
+			fallocate(fd,
+				  FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  10 * BS, 20 * BS),
+			0);
+		cr_assert_eq(ftruncate(fd, 100 * BS + 100), 0);
+		trun(loop);
+		for (unsigned i = 0; i < N; i++) {
+			int64_t res = r[i].req.result;
+			unsigned char *b = bufs + (size_t)i * BS;
+			bool data = res == BS &&
+				    is_block("cut", b, (uint64_t)i * BS);
+
+			cr_assert_eq(r[i].calls, 1, "read %u: %d callbacks", i,
+				     r[i].calls);
+			if (i < 100) {
+				cr_assert_eq(res, BS, "read %u: %lld", i,
+					     (long long)res);
+				cr_assert(data || (i >= 10 && i < 30 &&
+						   is_zero(b, BS)),
+					  "read %u: bytes of neither", i);
+			} else if (i == 100) {
+				cr_assert(res == 100 || res == BS,
+					  "read 100: %lld", (long long)res);
+				if (res == 100)
+					for (size_t j = 0; j < 100; j++)
+						cr_assert_eq(
+							b[j],
+							tbyte("cut",
+							      100 * BS + j));
+				else
+					cr_assert(data || is_zero(b, BS));
+			} else {
+				cr_assert(res == 0 || res == BS,
+					  "read %u: %lld", i, (long long)res);
+				if (res == BS)
+					cr_assert(data || is_zero(b, BS),
+						  "read %u: bytes of neither",
+						  i);
+			}
+		}
+		cr_assert_eq(do_close(loop, fd), 0);
+		tclose(loop);
+	}
+	free(bufs);
+	free(r);
+}
+
+/*
+ * Writes AIO sends back (RWF_NOWAIT would have to allocate): into blocks
+ * punched out of a written file, at the end of a file whose size is not
+ * a multiple of the block, and far past the end. Each reports its
+ * length once and is on the disk afterwards; the untouched blocks keep
+ * their bytes.
+ */
+BACKEND_TEST(fs_aio_attack, writes_into_punched_holes_and_past_the_end)
+{
+	enum { NBLK = 64, N = 40 };
+	const char *path = blocks_file("punch", NBLK);
+	struct dreq r[N];
+	int64_t offs[N];
+	unsigned char *bufs = dbufs(N), *back = dbufs(1);
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+
+	cr_assert_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			       8 * BS, 24 * BS),
+		     0);
+	/* Blocks 0-31 (8-31 holes now), then the end cut to 64 blocks
+	 * and 100 bytes, a block there and beyond, and 1 GiB out. */
+	cr_assert_eq(ftruncate(fd, NBLK * BS + 100), 0);
+	for (unsigned i = 0; i < N; i++) {
+		if (i < 32)
+			offs[i] = (int64_t)i * BS;
+		else if (i < 38)
+			offs[i] = (int64_t)(NBLK + i - 32) * BS;
+		else
+			offs[i] = ((int64_t)1 << 30) + (int64_t)(i - 38) * BS;
+		for (size_t j = 0; j < BS; j++)
+			bufs[i * BS + j] = tbyte("punchw", (size_t)offs[i] + j);
+	}
+	memset(r, 0, sizeof(r));
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, bufs + i * BS, BS,
+					 offs[i], dreq_cb),
+			     0);
+	trun(loop);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(r[i].calls, 1);
+		cr_assert_eq(r[i].req.result, BS, "write %u at %lld: %lld", i,
+			     (long long)offs[i], (long long)r[i].req.result);
+	}
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(lseek(fd, 0, SEEK_END), offs[N - 1] + BS);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(pread(fd, back, BS, (off_t)offs[i]), BS);
+		check_block("punchw", back, (uint64_t)offs[i]);
+	}
+	for (unsigned i = 32; i < NBLK; i++) {
+		cr_assert_eq(pread(fd, back, BS, (off_t)i * BS), BS);
+		check_block("punch", back, (uint64_t)i * BS);
+	}
+	close(fd);
+	free(bufs);
+	free(back);
+}
+
+/* ------------------------------------------------------ misalignment */
+
+struct rw_case {
+	const char *what;
+	size_t buf_off; /* from a BS-aligned buffer */
+	int64_t off;
+	size_t len;
+	int niov;	 /* 0: read/write, else readv/writev of niov */
+	size_t iov0_len; /* readv/writev: the first iovec's length */
+};
+
+/* The kernel's answer for c on fd: preadv()/pwritev() on the same fd. */
+static int64_t kernel_answer(int fd, const struct rw_case *c,
+			     unsigned char *buf, bool write)
+{
+	struct iovec iov[2];
+	int n = 1;
+	ssize_t r;
+
+	if (c->niov == 2) {
+		iov[0] = (struct iovec){ buf + c->buf_off, c->iov0_len };
+		iov[1] = (struct iovec){ buf + c->buf_off + c->iov0_len,
+					 c->len - c->iov0_len };
+		n = 2;
+	} else {
+		iov[0] = (struct iovec){ buf + c->buf_off, c->len };
+	}
+	r = write ? pwritev(fd, iov, n, (off_t)c->off)
+		  : preadv(fd, iov, n, (off_t)c->off);
+	return r < 0 ? -errno : r;
+}
+
+static int64_t loop_answer(rl_loop *loop, int fd, const struct rw_case *c,
+			   unsigned char *buf, bool write)
+{
+	struct iovec iov[2];
+	struct one o;
+	rl_req *req = one_req(&o);
+	int ret;
+
+	if (c->niov == 2) {
+		iov[0] = (struct iovec){ buf + c->buf_off, c->iov0_len };
+		iov[1] = (struct iovec){ buf + c->buf_off + c->iov0_len,
+					 c->len - c->iov0_len };
+		ret = write ? rl_fs_writev(loop, req, fd, iov, 2, c->off,
+					   tseen_cb)
+			    : rl_fs_readv(loop, req, fd, iov, 2, c->off,
+					  tseen_cb);
+	} else {
+		ret = write ? rl_fs_write(loop, req, fd, buf + c->buf_off,
+					  c->len, c->off, tseen_cb)
+			    : rl_fs_read(loop, req, fd, buf + c->buf_off,
+					 c->len, c->off, tseen_cb);
+	}
+	if (ret < 0)
+		return ret; /* refused at submission: compared the same */
+	return one_result(loop, &o);
+}
+
+/*
+ * Misaligned and edge-case direct reads and writes (buffer, offset,
+ * length, iovec lengths; at, across and past the end of a file of 5
+ * blocks and 1 byte; huge offsets): the loop's result is what preadv()
+ * and pwritev() say on the same fd, on every backend, and the bytes read
+ * are the same. Alignment comes from the kernel (STATX_DIOALIGN), so the
+ * cases that are legal on this disk are also tried.
+ */
+BACKEND_TEST(fs_aio_attack, misaligned_and_edge_requests_answer_as_the_kernel)
+{
+	const size_t size = 5 * BS + 1;
+	const char *path = tfile("edge", size);
+	struct statx stx;
+	size_t ma, oa;
+	unsigned char *lbuf = dbufs(8), *kbuf = dbufs(8);
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+
+	cr_assert_eq(statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx), 0);
+	ma = (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_mem_align
+		     ? stx.stx_dio_mem_align
+		     : 512;
+	oa = (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align
+		     ? stx.stx_dio_offset_align
+		     : 512;
+	{
+		const struct rw_case cases[] = {
+			{ "aligned", 0, BS, BS, 0, 0 },
+			{ "buffer +1", 1, BS, BS, 0, 0 },
+			{ "buffer +mem_align", ma, BS, BS, 0, 0 },
+			{ "offset +1", 0, BS + 1, BS, 0, 0 },
+			{ "offset +offset_align", 0, BS + (int64_t)oa, BS, 0,
+			  0 },
+			{ "length 1", 0, 0, 1, 0, 0 },
+			{ "length offset_align", 0, 0, oa, 0, 0 },
+			{ "length BS+1", 0, 0, BS + 1, 0, 0 },
+			{ "length 0", 0, BS, 0, 0, 0 },
+			{ "length 0, offset +1", 0, BS + 1, 0, 0, 0 },
+			{ "at the end", 0, 5 * BS, BS, 0, 0 },
+			{ "across the end", 0, 4 * BS, 2 * BS, 0, 0 },
+			{ "past the end", 0, 8 * BS, BS, 0, 0 },
+			{ "huge offset", 0, (int64_t)1 << 50, BS, 0, 0 },
+			{ "offset near the maximum", 0,
+			  INT64_MAX & ~(int64_t)(BS - 1), BS, 0, 0 },
+			{ "iov aligned", 0, 0, 2 * BS, 2, BS },
+			{ "iov first length +1", 0, 0, 2 * BS, 2, BS + 1 },
+			{ "iov first length offset_align", 0, 0, 2 * BS, 2,
+			  oa },
+			{ "iov across the end", 0, 4 * BS, 3 * BS, 2, BS },
+			{ "iov buffer +1", 1, 0, 2 * BS, 2, BS },
+		};
+
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			const struct rw_case *c = &cases[i];
+			int64_t want, got;
+
+			memset(lbuf, 0xee, 8 * BS);
+			memset(kbuf, 0xee, 8 * BS);
+			want = kernel_answer(fd, c, kbuf, false);
+			got = loop_answer(loop, fd, c, lbuf, false);
+			cr_assert_eq(got, want, "read, %s: %lld, preadv %lld",
+				     c->what, (long long)got, (long long)want);
+			cr_assert(memcmp(lbuf, kbuf, 8 * BS) == 0,
+				  "read, %s: other bytes", c->what);
+		}
+		/* Writes: the misaligned cases only (the aligned ones are
+		 * the other tests'), of the same bytes by both. */
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			const struct rw_case *c = &cases[i];
+			int64_t want, got;
+
+			if (!c->len ||
+			    (!strstr(c->what, "+1") &&
+			     strcmp(c->what, "length 1") != 0 &&
+			     strcmp(c->what, "offset near the maximum") != 0))
+				continue;
+			/* Some are legal here (the disk's DMA alignment
+			 * may be finer than a sector): then both write. */
+			want = kernel_answer(fd, c, kbuf, true);
+			got = loop_answer(loop, fd, c, lbuf, true);
+			cr_assert_eq(got, want, "write, %s: %lld, pwritev %lld",
+				     c->what, (long long)got, (long long)want);
+		}
+	}
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(lbuf);
+	free(kbuf);
+}
+
+/* ------------------------------------------------ cancel vs completion */
+
+#define SCRIBBLE 0x5a
+
+/* The callback scribbles over the request's buffer after checking it:
+ * a kernel still writing to it afterwards (a read) would leave file
+ * bytes there, one still reading it (a write) would put the scribble on
+ * the disk. */
+static const char *fill_name;
+
+static void fill_cb(rl_req *req)
+{
+	struct dreq *d = (struct dreq *)req;
+
+	d->calls++;
+	if (req->op == RL_OP_READ && req->result == BS)
+		cr_assert(is_block(fill_name, d->buf, (uint64_t)req->offset),
+			  "a read that says BS holds its block");
+	memset(d->buf, SCRIBBLE, d->len);
+}
+
+struct canceller {
+	rl_timer t;
+	rl_loop *loop;
+	struct dreq *reqs;
+	unsigned n;
+};
+
+static void cancel_all(rl_loop *loop, struct dreq *reqs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int ret = rl_cancel(loop, &reqs[i].req);
+
+		cr_assert(ret == 0 || ret == -EALREADY || ret == -ENOENT,
+			  "cancel %u: %d", i, ret);
+	}
+}
+
+static void cancel_timer_cb(rl_timer *t, int status)
+{
+	struct canceller *c = (struct canceller *)t;
+
+	cr_assert_eq(status, 0);
+	cancel_all(c->loop, c->reqs, c->n);
+}
+
+/* The first request's callback cancels the others. */
+static struct canceller *in_cb_canceller;
+
+static void cancelling_cb(rl_req *req)
+{
+	fill_cb(req);
+	cancel_all(in_cb_canceller->loop, in_cb_canceller->reqs + 1,
+		   in_cb_canceller->n - 1);
+}
+
+static void spin_us(unsigned us)
+{
+	uint64_t end = tnow_ns() + (uint64_t)us * 1000;
+
+	while (tnow_ns() < end)
+		;
+}
+
+/*
+ * Cancels racing the completion of direct reads and writes, 240 rounds
+ * of 16 requests: cancelled right after submission, after a pass of the
+ * loop (in the kernel) and 1 or 100 us later, from a timer of 0 or 1 ms,
+ * from another request's callback. Each callback comes once, with the
+ * whole length or -ECANCELED; a read that says BS holds its block; no
+ * buffer is touched after its callback; the file holds only what was
+ * written whole.
+ */
+BACKEND_TEST(fs_aio_attack, cancel_racing_completion, .timeout = 60)
+{
+	enum { N = 16, ROUNDS = 240, NBLK = 64 };
+	const char *path = blocks_file("race", NBLK);
+	struct dreq r[N];
+	struct canceller c;
+	unsigned char *bufs = dbufs(N), *back = dbufs(1);
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+	unsigned done_full = 0, cancelled = 0;
+
+	fill_name = "race";
+	for (unsigned round = 0; round < ROUNDS; round++) {
+		unsigned how = round % 7;
+
+		memset(r, 0, sizeof(r));
+		memset(&c, 0, sizeof(c));
+		c.loop = loop;
+		c.reqs = r;
+		c.n = N;
+		in_cb_canceller = &c;
+		for (unsigned i = 0; i < N; i++) {
+			unsigned blk = (round * 5 + i * 3) % NBLK;
+			unsigned char *b = bufs + (size_t)i * BS;
+			rl_req_cb cb =
+				how == 6 && i == 0 ? cancelling_cb : fill_cb;
+
+			r[i].buf = b;
+			r[i].len = BS;
+			if (i % 4 == 3) {
+				/* Writes put the file's own bytes back. */
+				for (size_t j = 0; j < BS; j++)
+					b[j] = tbyte("race",
+						     (size_t)blk * BS + j);
+				cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, b,
+							 BS, (int64_t)blk * BS,
+							 cb),
+					     0);
+			} else {
+				memset(b, 0xee, BS);
+				cr_assert_eq(rl_fs_read(loop, &r[i].req, fd, b,
+							BS, (int64_t)blk * BS,
+							cb),
+					     0);
+			}
+		}
+		switch (how) {
+		case 0:
+			cancel_all(loop, r, N);
+			break;
+		case 1:
+		case 2:
+		case 3:
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			spin_us(how == 1 ? 0 : how == 2 ? 1 : 100);
+			cancel_all(loop, r, N);
+			break;
+		case 4:
+		case 5:
+			cr_assert_eq(rl_timer_start(loop, &c.t, how - 4, 0,
+						    cancel_timer_cb),
+				     0);
+			break;
+		default:
+			break;
+		}
+		trun(loop);
+		for (unsigned i = 0; i < N; i++) {
+			int64_t res = r[i].req.result;
+
+			cr_assert_eq(r[i].calls, 1,
+				     "round %u req %u: %d callbacks", round, i,
+				     r[i].calls);
+			cr_assert(res == BS || res == -ECANCELED,
+				  "round %u req %u: %lld", round, i,
+				  (long long)res);
+			if (res == BS)
+				done_full++;
+			else
+				cancelled++;
+		}
+		if (how == 4 || how == 5)
+			rl_timer_stop(loop, &c.t);
+		/* Nothing wrote into a buffer after its callback. */
+		for (size_t j = 0; j < (size_t)N * BS; j++)
+			cr_assert_eq(bufs[j], SCRIBBLE,
+				     "round %u: byte %zu of buffer %zu changed "
+				     "after its callback",
+				     round, j % BS, j / BS);
+	}
+	cr_assert_gt(cancelled, 0);
+	cr_assert_gt(done_full, 0);
+	/* The writes put back what was there: no scribble on the disk. */
+	for (unsigned i = 0; i < NBLK; i++) {
+		cr_assert_eq(pread(fd, back, BS, (off_t)i * BS), BS);
+		check_block("race", back, (uint64_t)i * BS);
+	}
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+	free(back);
+}
+
+/* -------------------------------------- the loop closed under the I/O */
+
+static int late_calls;
+static bool closed;
+
+static void close_cb(rl_req *req)
+{
+	fill_cb(req);
+	if (closed)
+		late_calls++;
+}
+
+/*
+ * The loop closed with 700 direct reads and 300 direct writes submitted,
+ * most of them in the kernel (more than the AIO context holds): the
+ * close runs every callback once before it returns and none after; no
+ * buffer changes after its callback, even once the kernel had time to
+ * finish anything left behind; every write that says BS is on the disk,
+ * and no fd is left.
+ */
+BACKEND_TEST(fs_aio_attack, loop_closed_with_hundreds_in_the_kernel,
+	     .timeout = 60)
+{
+	enum { NR = 700, NW = 300, N = NR + NW, NBLK = 512 };
+	const char *path = blocks_file("closed", NBLK);
+	struct dreq *r = calloc(N, sizeof(*r));
+	unsigned char *bufs = dbufs(N), *back = dbufs(1);
+	int fds_before = tfd_count();
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+	unsigned written = 0;
+
+	cr_assert_not_null(r);
+	fill_name = "closed";
+	closed = false;
+	late_calls = 0;
+	for (unsigned i = 0; i < N; i++) {
+		unsigned blk = i % NBLK;
+		unsigned char *b = bufs + (size_t)i * BS;
+
+		r[i].buf = b;
+		r[i].len = BS;
+		if (i >= NR) {
+			/* Each write its own block, with a new pattern. */
+			blk = i - NR;
+			for (size_t j = 0; j < BS; j++)
+				b[j] = tbyte("closedw", (size_t)blk * BS + j);
+			cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, b, BS,
+						 (int64_t)blk * BS, close_cb),
+				     0);
+		} else {
+			cr_assert_eq(
+				rl_fs_read(loop, &r[i].req, fd, b, BS,
+					   (int64_t)(NW + blk % (NBLK - NW)) *
+						   BS,
+					   close_cb),
+				0);
+		}
+		if (i == N / 2)
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	closed = true;
+	for (unsigned i = 0; i < N; i++) {
+		int64_t res = r[i].req.result;
+
+		cr_assert_eq(r[i].calls, 1, "req %u: %d callbacks", i,
+			     r[i].calls);
+		cr_assert(res == BS || res == -ECANCELED, "req %u: %lld", i,
+			  (long long)res);
+		if (i >= NR && res == BS) {
+			cr_assert_eq(pread(fd, back, BS, (off_t)(i - NR) * BS),
+				     BS);
+			check_block("closedw", back, (uint64_t)(i - NR) * BS);
+			written++;
+		}
+	}
+	/* Anything still in the kernel would land now. */
+	usleep(50000);
+	cr_assert_eq(late_calls, 0);
+	for (size_t j = 0; j < (size_t)N * BS; j++)
+		cr_assert_eq(bufs[j], SCRIBBLE,
+			     "byte %zu of buffer %zu changed after the close",
+			     j % BS, j / BS);
+	close(fd);
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	(void)written;
+	free(bufs);
+	free(back);
+	free(r);
+}
+
+/* ------------------------------------- the fd changes under the I/O */
+
+/*
+ * dup2() puts another file on the fd number while 64 direct reads of it
+ * are in flight (in the kernel where the backend can): each read
+ * reports once, a whole block of one of the two files (which one is the
+ * backend's business: the caller changed the fd under its requests), or
+ * an error; never bytes of neither. The same with the fd closed: a
+ * block of the file, or -EBADF.
+ */
+BACKEND_TEST(fs_aio_attack, fd_replaced_or_closed_under_the_reads)
+{
+	enum { N = 64 };
+	const char *pa = blocks_file("fda", N);
+	const char *pb = blocks_file("fdb", N);
+	struct dreq r[N];
+	unsigned char *bufs = dbufs(N);
+	rl_loop *loop = tloop(tp);
+
+	for (int variant = 0; variant < 2; variant++) {
+		int fd = dopen(loop, pa, O_RDONLY), other;
+
+		memset(r, 0, sizeof(r));
+		memset(bufs, 0xee, (size_t)N * BS);
+		for (unsigned i = 0; i < N; i++)
+			cr_assert_eq(rl_fs_read(loop, &r[i].req, fd,
+						bufs + (size_t)i * BS, BS,
+						(int64_t)i * BS, dreq_cb),
+				     0);
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		if (variant == 0) {
+			other = open(pb, O_RDONLY | O_DIRECT | O_CLOEXEC);
+			cr_assert_geq(other, 0);
+			cr_assert_eq(dup3(other, fd, O_CLOEXEC), fd);
+			close(other);
+		} else {
+			close(fd);
+		}
+		trun(loop);
+		for (unsigned i = 0; i < N; i++) {
+			int64_t res = r[i].req.result;
+			unsigned char *b = bufs + (size_t)i * BS;
+
+			cr_assert_eq(r[i].calls, 1, "read %u: %d callbacks", i,
+				     r[i].calls);
+			if (res == BS)
+				cr_assert(
+					is_block("fda", b, (uint64_t)i * BS) ||
+						is_block("fdb", b,
+							 (uint64_t)i * BS),
+					"read %u: bytes of neither file", i);
+			else
+				cr_assert_eq(res, -EBADF, "read %u: %lld", i,
+					     (long long)res);
+		}
+		if (variant == 0)
+			cr_assert_eq(do_close(loop, fd), 0);
+	}
+	tclose(loop);
+	free(bufs);
+}
+
+/* ------------------------------------- io_submit() denied by seccomp */
+
+#if defined(__x86_64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#ifdef TEST_AUDIT_ARCH
+/* io_submit() and io_getevents() fail with err, everything else is
+ * allowed (another architecture's syscalls are killed, as in
+ * test_fallback.c). */
+static int deny_aio_io(int err)
+{
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~0x40000000u),
+#endif
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_submit, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_getevents, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K,
+			 SECCOMP_RET_ERRNO |
+				 ((unsigned)err & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {
+		.len = sizeof(filter) / sizeof(filter[0]),
+		.filter = filter,
+	};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return -errno;
+	return 0;
+}
+
+enum {
+	CH_OK = 0,
+	CH_NO_SECCOMP = 77,
+	CH_NO_DIRECT = 78,
+};
+
+/* Reads (even i) and writes (odd i, the file's own bytes back) of n
+ * blocks at once; the first step that failed, or 0. */
+static int child_rw(rl_loop *loop, int fd, unsigned n, int step)
+{
+	struct dreq r[32];
+	unsigned char *bufs = NULL;
+
+	if (n > 32 || posix_memalign((void **)&bufs, BS, (size_t)n * BS))
+		return step;
+	memset(r, 0, sizeof(r));
+	for (unsigned i = 0; i < n; i++) {
+		unsigned char *b = bufs + (size_t)i * BS;
+		int ret;
+
+		if (i % 2) {
+			for (size_t j = 0; j < BS; j++)
+				b[j] = tbyte("deny", (size_t)i * BS + j);
+			ret = rl_fs_write(loop, &r[i].req, fd, b, BS,
+					  (int64_t)i * BS, dreq_cb);
+		} else {
+			memset(b, 0xee, BS);
+			ret = rl_fs_read(loop, &r[i].req, fd, b, BS,
+					 (int64_t)i * BS, dreq_cb);
+		}
+		if (ret)
+			return step;
+	}
+	if (rl_run(loop, RL_RUN_DEFAULT) < 0)
+		return step + 1;
+	for (unsigned i = 0; i < n; i++) {
+		if (r[i].calls != 1 || r[i].req.result != BS)
+			return step + 2;
+		if (!(i % 2) &&
+		    !is_block("deny", bufs + (size_t)i * BS, (uint64_t)i * BS))
+			return step + 3;
+	}
+	free(bufs);
+	return 0;
+}
+
+static int child_denied(const struct tp *tp, const char *path, int err)
+{
+	struct rl_options opt;
+	struct rl_stats st0, st1;
+	struct tseen s = { 0 };
+	rl_req req = { .data = &s };
+	rl_loop *loop = NULL;
+	int fd, ret;
+
+	rl_options_init(&opt);
+	opt.backend = tp->backend;
+	opt.flags = tp->flags;
+	if (rl_loop_open(&loop, &opt) < 0)
+		return 1;
+	if (rl_fs_open(loop, &req, path, O_RDWR | O_DIRECT | O_CLOEXEC, 0,
+		       tseen_cb) ||
+	    rl_run(loop, RL_RUN_DEFAULT) < 0 || s.calls != 1)
+		return 2;
+	if (s.result == -EINVAL)
+		return CH_NO_DIRECT;
+	if (s.result < 0)
+		return 3;
+	fd = (int)s.result;
+	/* The context is made, and used. */
+	if ((ret = child_rw(loop, fd, 8, 10)))
+		return ret;
+	rl_loop_stats(loop, &st0);
+	ret = deny_aio_io(err);
+	if (ret == -ENOSYS || ret == -EINVAL)
+		return CH_NO_SECCOMP;
+	if (ret < 0)
+		return 4;
+	if ((ret = child_rw(loop, fd, 32, 20)))
+		return ret;
+	if ((ret = child_rw(loop, fd, 17, 30)))
+		return ret;
+	rl_loop_stats(loop, &st1);
+	/* Nothing went through AIO once io_submit() was refused. */
+	if (st1.aio != st0.aio)
+		return 5;
+	close(fd);
+	return rl_loop_close(loop) ? 6 : CH_OK;
+}
+
+/*
+ * A seccomp filter installed after the loop made its AIO context and
+ * used it denies io_submit() and io_getevents() (EPERM, then ENOSYS):
+ * the direct reads and writes that follow go to the pool, with the right
+ * bytes, and the loop closes cleanly. Run in a child (the filter cannot
+ * be taken back).
+ */
+BACKEND_TEST(fs_aio_attack, io_submit_denied_after_the_context_was_made,
+	     .timeout = 60)
+{
+	const int errs[] = { EPERM, ENOSYS };
+	const char *path;
+
+	blocks_file("deny", 32);
+	path = spath("deny");
+	for (unsigned k = 0; k < 2; k++) {
+		int status;
+		pid_t pid = fork();
+
+		cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+		if (pid == 0)
+			_exit(child_denied(tp, path, errs[k]));
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		cr_assert(WIFEXITED(status), "child died: signal %d",
+			  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+		if (WEXITSTATUS(status) == CH_NO_SECCOMP)
+			cr_skip_test("seccomp() is not available here");
+		if (WEXITSTATUS(status) == CH_NO_DIRECT)
+			cr_skip_test("%s: no O_DIRECT here", tdir());
+		cr_assert_eq(WEXITSTATUS(status), 0,
+			     "errno %d: child failed at step %d", errs[k],
+			     WEXITSTATUS(status));
+	}
+}
+#endif /* TEST_AUDIT_ARCH */
