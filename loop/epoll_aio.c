@@ -27,7 +27,8 @@
  * the pool gets the same error from the same call, so the results and
  * error codes stay those of the pool path. A write cut short is finished
  * by the pool from where it stopped (ringloop.h: short writes are
- * completed, never reported).
+ * completed, never reported), and so is a read cut short inside a
+ * regular file, which only a stale hint gives (read_goes_on()).
  *
  * The context is made at the first such request (io_setup counts against
  * the system's /proc/sys/fs/aio-max-nr, so loops that never read a direct
@@ -45,6 +46,7 @@
 #include <linux/aio_abi.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -185,6 +187,26 @@ void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 	}
 }
 
+/*
+ * A read that AIO cut short: the end of the file, or RWF_NOWAIT stopping
+ * where the page cache does, when the fd is not O_DIRECT after all (the
+ * backend's hint went stale: fcntl() took the flag away, or dup2() put a
+ * buffered file on the number). Reported as it is, the short count would
+ * tell the caller that the file ends there, where pread() and io_uring
+ * give the whole range; so, as the fast path does (inline_read() in
+ * epoll_fs.c), a regular file is read on when it goes on past what came.
+ * A pipe or socket (a stale hint too) gives what it had. It costs a
+ * syscall only when a read comes back short, at the end of a file.
+ */
+static bool read_goes_on(rl_loop *loop, const rl_req *req, size_t got)
+{
+	struct stat st;
+
+	loop->stats.syscalls++;
+	return fstat(req->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       req->offset + (int64_t)got < st.st_size;
+}
+
 /* An event for req: its result, or a retry in the pool. Returns 1 when
  * req completed. */
 static int aio_done(rl_loop *loop, struct rl__ep *ep, rl_req *req, int64_t res)
@@ -200,6 +222,15 @@ static int aio_done(rl_loop *loop, struct rl__ep *ep, rl_req *req, int64_t res)
 			rl__complete(loop, req, -ECANCELED);
 			return 1;
 		}
+		to_pool(ep, req);
+		return 0;
+	}
+	if (rl__op_is_read(req->op) && res > 0 && (size_t)res < req->len &&
+	    !stopping && read_goes_on(loop, req, (size_t)res)) {
+		/* Cut short inside a regular file: the pool reads the rest,
+		 * from there. */
+		rl__epr(req)->res[1] = res;
+		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
 		to_pool(ep, req);
 		return 0;
 	}

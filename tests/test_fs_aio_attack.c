@@ -4,8 +4,9 @@
  * backend's Linux AIO path (loop/epoll_aio.c) and run on every backend:
  * the system's AIO contexts used up before a loop's first direct read
  * and between two loops, more requests than the AIO context holds mixed
- * with buffered reads and timers, truncation and hole punching under
- * reads in flight, misaligned requests against the kernel's own
+ * with buffered reads and timers, a stale O_DIRECT hint (fcntl() took the
+ * flag away) over a partly cached file, truncation and hole punching
+ * under reads in flight, misaligned requests against the kernel's own
  * answer, cancels racing completions, the loop closed with hundreds of
  * requests in the kernel, the fd replaced while its requests are in the
  * kernel, and io_submit() denied by seccomp after the context was made.
@@ -424,6 +425,106 @@ BACKEND_TEST(fs_aio_attack,
 	free(back);
 	free(bb);
 	free(r);
+}
+
+/* ------------------------------------------- a stale O_DIRECT hint */
+
+/* Drops path's pages from the page cache, then brings back only blocks
+ * [first, first + n), with no readahead around them. */
+static void cache_only(const char *path, unsigned first, unsigned n)
+{
+	unsigned char buf[BS];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fdatasync(fd), 0);
+	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	for (unsigned i = first; i < first + n; i++)
+		cr_assert_eq(pread(fd, buf, BS, (off_t)i * BS), BS);
+	close(fd);
+}
+
+/*
+ * fcntl(F_SETFL) takes O_DIRECT away from an fd the loop opened with it:
+ * the epoll backend's hint goes stale and its reads are buffered ones,
+ * which with RWF_NOWAIT stop short where the page cache does. A read of a
+ * regular file that is partly cached still returns all it asked for, as
+ * pread() and io_uring do, not the cached part only (and not data from
+ * elsewhere): a short count would tell the caller the file ends there.
+ */
+BACKEND_TEST(fs_aio_attack, stale_hint_partly_cached_file_reads_in_full)
+{
+	enum { NBLK = 64, LEN = 16 * BS };
+	const char *path = blocks_file("stale", NBLK);
+	unsigned char *buf = dbufs(LEN / BS);
+	struct dreq r;
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDONLY), fl;
+
+	fl = fcntl(fd, F_GETFL);
+	cr_assert_geq(fl, 0);
+	cr_assert_eq(fcntl(fd, F_SETFL, fl & ~O_DIRECT), 0);
+	cr_assert_eq(fcntl(fd, F_GETFL) & O_DIRECT, 0);
+	for (int round = 0; round < 4; round++) {
+		int64_t off = (int64_t)round * LEN;
+
+		/* The first four blocks of the range are cached. */
+		cache_only(path, (unsigned)(off / BS), 4);
+		memset(buf, 0xee, LEN);
+		memset(&r, 0, sizeof(r));
+		cr_assert_eq(
+			rl_fs_read(loop, &r.req, fd, buf, LEN, off, dreq_cb),
+			0);
+		trun(loop);
+		cr_assert_eq(r.calls, 1);
+		cr_assert_eq(
+			r.req.result, LEN,
+			"backend %d flags %#x, round %d: %lld bytes of %d, "
+			"mid-file",
+			tp->backend, tp->flags, round, (long long)r.req.result,
+			LEN);
+		for (unsigned i = 0; i < LEN / BS; i++)
+			check_block("stale", buf + i * BS,
+				    (uint64_t)off + i * BS);
+	}
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(buf);
+}
+
+/*
+ * The same with readv, and with a dup2() of a buffered fd of the same
+ * file over the loop's direct fd (the hint as stale as above): all of
+ * the iovecs are filled.
+ */
+BACKEND_TEST(fs_aio_attack, stale_hint_by_dup2_readv_reads_in_full)
+{
+	enum { NBLK = 32 };
+	const char *path = blocks_file("stalev", NBLK);
+	unsigned char *buf = dbufs(12);
+	struct iovec iov[3];
+	struct dreq r = { 0 };
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDONLY), bfd;
+
+	bfd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(bfd, 0);
+	cr_assert_eq(dup3(bfd, fd, O_CLOEXEC), fd);
+	close(bfd);
+	cache_only(path, 8, 2);
+	for (int i = 0; i < 3; i++)
+		iov[i] = (struct iovec){ buf + i * 4 * BS, 4 * BS };
+	cr_assert_eq(rl_fs_readv(loop, &r.req, fd, iov, 3, 8 * BS, dreq_cb), 0);
+	trun(loop);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.req.result, 12 * BS, "backend %d flags %#x: %lld of %d",
+		     tp->backend, tp->flags, (long long)r.req.result, 12 * BS);
+	for (unsigned i = 0; i < 12; i++)
+		check_block("stalev", buf + i * BS, (uint64_t)(8 + i) * BS);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(buf);
 }
 
 /* ------------------------------ truncation and holes under the reads */
