@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1320,3 +1321,368 @@ BACKEND_TEST(fs_aio_attack, io_submit_denied_after_the_context_was_made,
 	}
 }
 #endif /* TEST_AUDIT_ARCH */
+
+/* ------------------------------------------- more edges of the path */
+
+/*
+ * Blocks written through the page cache by another fd and not yet on
+ * the disk (dirty pages; RWF_NOWAIT sends the direct read back, since the
+ * kernel must write them out first): the loop's direct reads return the
+ * new bytes, never the old ones on the disk, on every backend. Then the
+ * reverse: direct writes through the loop, read back through the page
+ * cache of another fd that had the old bytes cached.
+ */
+BACKEND_TEST(fs_aio_attack, direct_reads_see_dirty_page_cache_and_back)
+{
+	enum { NBLK = 32 };
+	const char *path = blocks_file("dirty", NBLK);
+	struct dreq r[NBLK];
+	unsigned char *bufs = dbufs(NBLK), *blk = dbufs(1);
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR), bfd;
+
+	bfd = open(path, O_RDWR | O_CLOEXEC);
+	cr_assert_geq(bfd, 0);
+	/* Odd blocks get new bytes, left dirty in the page cache. */
+	for (unsigned i = 1; i < NBLK; i += 2) {
+		for (size_t j = 0; j < BS; j++)
+			blk[j] = tbyte("dirtyn", (size_t)i * BS + j);
+		cr_assert_eq(pwrite(bfd, blk, BS, (off_t)i * BS), BS);
+	}
+	memset(r, 0, sizeof(r));
+	for (unsigned i = 0; i < NBLK; i++)
+		cr_assert_eq(rl_fs_read(loop, &r[i].req, fd, bufs + i * BS, BS,
+					(int64_t)i * BS, dreq_cb),
+			     0);
+	trun(loop);
+	for (unsigned i = 0; i < NBLK; i++) {
+		cr_assert_eq(r[i].calls, 1);
+		cr_assert_eq(r[i].req.result, BS, "read %u: %lld", i,
+			     (long long)r[i].req.result);
+		check_block(i % 2 ? "dirtyn" : "dirty", bufs + i * BS,
+			    (uint64_t)i * BS);
+	}
+	/* Every block in the page cache, then even blocks rewritten
+	 * directly: the buffered fd reads the new bytes. */
+	for (unsigned i = 0; i < NBLK; i++)
+		cr_assert_eq(pread(bfd, blk, BS, (off_t)i * BS), BS);
+	memset(r, 0, sizeof(r));
+	for (unsigned i = 0; i < NBLK; i += 2) {
+		unsigned char *b = bufs + i * BS;
+
+		for (size_t j = 0; j < BS; j++)
+			b[j] = tbyte("dirtyd", (size_t)i * BS + j);
+		cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, b, BS,
+					 (int64_t)i * BS, dreq_cb),
+			     0);
+	}
+	trun(loop);
+	for (unsigned i = 0; i < NBLK; i += 2) {
+		cr_assert_eq(r[i].calls, 1);
+		cr_assert_eq(r[i].req.result, BS);
+		cr_assert_eq(pread(bfd, blk, BS, (off_t)i * BS), BS);
+		check_block("dirtyd", blk, (uint64_t)i * BS);
+	}
+	close(bfd);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+	free(blk);
+}
+
+/*
+ * read_fixed and write_fixed of a direct fd from registered buffers, a
+ * burst of each: the right blocks in the right places, on the disk; a
+ * range outside the registered buffer refused at submission (-EFAULT)
+ * on every backend.
+ */
+BACKEND_TEST(fs_aio_attack, fixed_buffers_on_a_direct_fd)
+{
+	enum { N = 32 };
+	const char *path = blocks_file("fixed", 2 * N);
+	struct dreq r[N];
+	unsigned char *bufs = dbufs(N), *back = dbufs(1);
+	struct iovec reg = { bufs, (size_t)N * BS };
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+
+	cr_assert_eq(rl_loop_register_buffers(loop, &reg, 1), 0);
+	memset(r, 0, sizeof(r));
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(
+			rl_fs_read_fixed(loop, &r[i].req, fd, bufs + i * BS, BS,
+					 (int64_t)(N - 1 - i) * BS, 0, dreq_cb),
+			0);
+	trun(loop);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(r[i].calls, 1);
+		cr_assert_eq(r[i].req.result, BS);
+		check_block("fixed", bufs + i * BS, (uint64_t)(N - 1 - i) * BS);
+	}
+	/* Block i goes to block N + i: the file's second half becomes its
+	 * first half reversed. */
+	memset(r, 0, sizeof(r));
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(rl_fs_write_fixed(
+				     loop, &r[i].req, fd, bufs + i * BS, BS,
+				     (int64_t)(N + i) * BS, 0, dreq_cb),
+			     0);
+	trun(loop);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(r[i].calls, 1);
+		cr_assert_eq(r[i].req.result, BS);
+		cr_assert_eq(pread(fd, back, BS, (off_t)(N + i) * BS), BS);
+		check_block("fixed", back, (uint64_t)(N - 1 - i) * BS);
+	}
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(rl_fs_read_fixed(loop, &r[0].req, fd, bufs + BS, N * BS, 0,
+				      0, dreq_cb),
+		     -EFAULT);
+	cr_assert_eq(
+		rl_fs_write_fixed(loop, &r[0].req, fd, back, BS, 0, 0, dreq_cb),
+		-EFAULT);
+	trun(loop);
+	cr_assert_eq(r[0].calls, 0);
+	cr_assert_eq(rl_loop_register_buffers(loop, NULL, 0), 0);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+	free(back);
+}
+
+/*
+ * Deadlines of 0 and 1 ms on bursts of direct reads and writes (the
+ * timer cancels what is still out, in the loop or in the kernel): each
+ * callback once, with BS or -ETIMEDOUT, never -ECANCELED; a read that
+ * says BS holds its block.
+ */
+BACKEND_TEST(fs_aio_attack, deadlines_on_direct_io, .timeout = 60)
+{
+	enum { N = 64, ROUNDS = 20 };
+	const char *path = blocks_file("dl", N);
+	struct dreq r[N];
+	rl_timer timers[N];
+	unsigned char *bufs = dbufs(N);
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+	unsigned timed_out = 0;
+
+	for (unsigned round = 0; round < ROUNDS; round++) {
+		memset(r, 0, sizeof(r));
+		memset(timers, 0, sizeof(timers));
+		for (unsigned i = 0; i < N; i++) {
+			unsigned char *b = bufs + i * BS;
+
+			if (i % 3 == 2) {
+				for (size_t j = 0; j < BS; j++)
+					b[j] = tbyte("dl", (size_t)i * BS + j);
+				cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, b,
+							 BS, (int64_t)i * BS,
+							 dreq_cb),
+					     0);
+			} else {
+				memset(b, 0xee, BS);
+				cr_assert_eq(rl_fs_read(loop, &r[i].req, fd, b,
+							BS, (int64_t)i * BS,
+							dreq_cb),
+					     0);
+			}
+			cr_assert_eq(rl_req_deadline(loop, &r[i].req,
+						     &timers[i], round % 2),
+				     0);
+			if (round % 4 >= 2 && i == N / 2)
+				cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		}
+		trun(loop);
+		for (unsigned i = 0; i < N; i++) {
+			int64_t res = r[i].req.result;
+
+			cr_assert_eq(r[i].calls, 1, "round %u req %u", round,
+				     i);
+			cr_assert(res == BS || res == -ETIMEDOUT,
+				  "round %u req %u: %lld", round, i,
+				  (long long)res);
+			if (res == BS && i % 3 != 2)
+				check_block("dl", bufs + i * BS,
+					    (uint64_t)i * BS);
+			timed_out += res == -ETIMEDOUT;
+		}
+	}
+	(void)timed_out;
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+}
+
+/*
+ * A direct read into a buffer whose second page is not mapped, and a
+ * direct write from one whose second page is not mapped: the loop's
+ * answer is preadv()'s and pwritev()'s on the same fd, on every backend
+ * (the kernel decides between a short count and -EFAULT; the loop must
+ * not turn one into the other, nor touch the page).
+ */
+BACKEND_TEST(fs_aio_attack, buffer_partly_unmapped)
+{
+	const char *path = blocks_file("fault", 8);
+	unsigned char *map, *kbuf = dbufs(2);
+	struct one o;
+	int64_t want, got;
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDWR);
+
+	map = mmap(NULL, 2 * BS, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(map, MAP_FAILED);
+	cr_assert_eq(mprotect(map + BS, BS, PROT_NONE), 0);
+	memset(map, 0xee, BS);
+	want = sys(pread(fd, map, 2 * BS, 0));
+	memset(map, 0xee, BS);
+	cr_assert_eq(
+		rl_fs_read(loop, one_req(&o), fd, map, 2 * BS, 0, tseen_cb), 0);
+	got = one_result(loop, &o);
+	cr_assert_eq(got, want, "read: %lld, pread %lld", (long long)got,
+		     (long long)want);
+	if (got > 0)
+		check_block("fault", map, 0);
+	/* A write of the file's own bytes (the first page), so that a
+	 * partial write changes nothing. */
+	memcpy(kbuf, map, BS);
+	for (size_t j = 0; j < BS; j++)
+		map[j] = tbyte("fault", j);
+	want = sys(pwrite(fd, map, 2 * BS, 0));
+	cr_assert_eq(
+		rl_fs_write(loop, one_req(&o), fd, map, 2 * BS, 0, tseen_cb),
+		0);
+	got = one_result(loop, &o);
+	/* The loop continues a short write: it ends where pwrite() would
+	 * have stopped next, at the fault. */
+	cr_assert(got == want || (want > 0 && got == -EFAULT),
+		  "write: %lld, pwrite %lld", (long long)got, (long long)want);
+	cr_assert_eq(pread(fd, kbuf, BS, 0), BS);
+	check_block("fault", kbuf, 0);
+	cr_assert_eq(munmap(map, 2 * BS), 0);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(kbuf);
+}
+
+/*
+ * A full file system under direct writes (a small tmpfs, which takes
+ * O_DIRECT since Linux 6.6): 24 writes of 3 blocks into room for about
+ * 16 blocks, some cut short by the kernel. Each reports once, its whole
+ * length or -ENOSPC; what reported its length is in the file.
+ */
+BACKEND_TEST(fs_aio_attack, direct_writes_fill_the_file_system)
+{
+	enum { N = 24, W = 3 * BS };
+	const char *mnt = tmount_tmpfs("full", 16 * BS);
+	char path[600];
+	struct dreq r[N];
+	unsigned char *bufs = dbufs(N * 3), *back = dbufs(3);
+	rl_loop *loop;
+	unsigned ok = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/f", mnt);
+	loop = tloop(tp);
+	fd = dopen(loop, path, O_RDWR | O_CREAT | O_TRUNC);
+	memset(r, 0, sizeof(r));
+	for (unsigned i = 0; i < N; i++) {
+		unsigned char *b = bufs + (size_t)i * W;
+
+		for (size_t j = 0; j < W; j++)
+			b[j] = tbyte("fullw", (size_t)i * W + j);
+		cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, b, W,
+					 (int64_t)i * W, dreq_cb),
+			     0);
+	}
+	trun(loop);
+	for (unsigned i = 0; i < N; i++) {
+		int64_t res = r[i].req.result;
+
+		cr_assert_eq(r[i].calls, 1);
+		cr_assert(res == W || res == -ENOSPC, "write %u: %lld", i,
+			  (long long)res);
+		if (res != W)
+			continue;
+		ok++;
+		cr_assert_eq(pread(fd, back, W, (off_t)i * W), W);
+		for (unsigned k = 0; k < 3; k++)
+			check_block("fullw", back + k * BS,
+				    (uint64_t)i * W + k * BS);
+	}
+	cr_assert_gt(ok, 0);
+	cr_assert_lt(ok, N);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+	free(back);
+}
+
+/*
+ * readv and writev of a direct fd with IOV_MAX (1024) iovecs of the
+ * smallest aligned length, in flight together with a second pair: all
+ * bytes land where each iovec says. IOV_MAX + 1 iovecs are refused at
+ * submission with -EINVAL on every backend.
+ */
+BACKEND_TEST(fs_aio_attack, iov_max_iovecs_on_a_direct_fd)
+{
+	enum { NV = 1024 };
+	struct statx stx;
+	size_t seg;
+	const char *path;
+	struct iovec *iov = calloc(NV + 1, sizeof(*iov));
+	struct dreq r[2];
+	unsigned char *buf, *back;
+	rl_loop *loop;
+	int fd;
+
+	cr_assert_not_null(iov);
+	path = blocks_file("iovmax", 256);
+	loop = tloop(tp);
+	fd = dopen(loop, path, O_RDWR);
+	cr_assert_eq(statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx), 0);
+	seg = (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align
+		      ? stx.stx_dio_offset_align
+		      : 512;
+	if (seg < 512)
+		seg = 512;
+	buf = dbufs(NV * seg / BS + 1);
+	back = dbufs(NV * seg / BS + 1);
+	/* Iovec k takes the k-th segment of the file into segment
+	 * NV - 1 - k of the buffer. */
+	for (unsigned k = 0; k < NV; k++)
+		iov[k] =
+			(struct iovec){ buf + (size_t)(NV - 1 - k) * seg, seg };
+	iov[NV] = iov[0];
+	memset(r, 0, sizeof(r));
+	cr_assert_eq(rl_fs_readv(loop, &r[0].req, fd, iov, NV + 1, 0, dreq_cb),
+		     -EINVAL);
+	cr_assert_eq(rl_fs_writev(loop, &r[0].req, fd, iov, NV + 1, 0, dreq_cb),
+		     -EINVAL);
+	cr_assert_eq(rl_fs_readv(loop, &r[0].req, fd, iov, NV, 0, dreq_cb), 0);
+	trun(loop);
+	cr_assert_eq(r[0].calls, 1);
+	cr_assert_eq(r[0].req.result, (int64_t)(NV * seg));
+	for (unsigned k = 0; k < NV; k++)
+		for (size_t j = 0; j < seg; j += 97)
+			cr_assert_eq(buf[(NV - 1 - k) * seg + j],
+				     tbyte("iovmax", k * seg + j),
+				     "segment %u byte %zu", k, j);
+	/* Written back to the file's second half, in the same order:
+	 * the file's first half lands there as it is. */
+	cr_assert_eq(rl_fs_writev(loop, &r[1].req, fd, iov, NV,
+				  (int64_t)(128 * BS), dreq_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(r[1].calls, 1);
+	cr_assert_eq(r[1].req.result, (int64_t)(NV * seg));
+	cr_assert_eq(pread(fd, back, NV * seg, 128 * BS), (ssize_t)(NV * seg));
+	for (size_t j = 0; j < NV * seg; j += 89)
+		cr_assert_eq(back[j], tbyte("iovmax", j), "byte %zu", j);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(buf);
+	free(back);
+	free(iov);
+}
