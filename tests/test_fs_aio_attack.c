@@ -198,6 +198,21 @@ struct aio_hog {
 	int lock;
 };
 
+/*
+ * The tests of this file that take every event wait for each other
+ * (Criterion runs them in parallel), from before their loops' first
+ * direct read to the end: each must see the limit it made, and its loops
+ * that should have a context must not meet the other's limit.
+ */
+static void hog_lock(struct aio_hog *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->lock = open("/tmp/ringloop-aio-hog.lock",
+		       O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	cr_assert_geq(h->lock, 0);
+	cr_assert_eq(flock(h->lock, LOCK_EX), 0);
+}
+
 /* Takes every AIO event the system has left (other processes, a parallel
  * test among them, may take or give some meanwhile: it goes on until
  * io_setup(1) fails). Skips the test where that is not sane. */
@@ -205,14 +220,7 @@ static void hog_take(struct aio_hog *h)
 {
 	long max, nr, chunk;
 
-	memset(h, 0, sizeof(*h));
-	/* The tests of this file that take every event wait for each other
-	 * (Criterion runs them in parallel): each must see the limit it
-	 * made, not the other's. */
-	h->lock = open("/tmp/ringloop-aio-hog.lock",
-		       O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-	cr_assert_geq(h->lock, 0);
-	cr_assert_eq(flock(h->lock, LOCK_EX), 0);
+	cr_assert_geq(h->lock, 0, "hog_lock() first");
 	max = read_proc_long("/proc/sys/fs/aio-max-nr");
 	nr = read_proc_long("/proc/sys/fs/aio-nr");
 	if (max < 0 || nr < 0)
@@ -248,7 +256,12 @@ static void hog_release(struct aio_hog *h)
 {
 	while (h->n)
 		cr_assert_eq(syscall(SYS_io_destroy, h->ctx[--h->n]), 0);
+}
+
+static void hog_unlock(struct aio_hog *h)
+{
 	close(h->lock);
+	h->lock = -1;
 }
 
 /*
@@ -265,9 +278,12 @@ BACKEND_TEST(fs_aio_attack, aio_events_used_up_before_the_first_direct_read,
 	struct aio_hog hog;
 	unsigned char *buf = dbufs(1);
 	uint64_t aio;
-	rl_loop *loop = tloop(tp);
-	int fd = dopen(loop, path, O_RDWR);
+	rl_loop *loop;
+	int fd;
 
+	hog_lock(&hog);
+	loop = tloop(tp);
+	fd = dopen(loop, path, O_RDWR);
 	hog_take(&hog);
 	/* The window in which other tests' loops find no AIO either is
 	 * kept short: a burst, a write, and the events go back. */
@@ -285,6 +301,7 @@ BACKEND_TEST(fs_aio_attack, aio_events_used_up_before_the_first_direct_read,
 		cr_assert_eq(buf[j], 0x3c);
 	cr_assert_eq(do_close(loop, fd), 0);
 	tclose(loop);
+	hog_unlock(&hog);
 	free(buf);
 }
 
@@ -298,9 +315,12 @@ BACKEND_TEST(fs_aio_attack, aio_events_used_up_between_two_loops, .timeout = 60)
 	const char *path = blocks_file("two", 16);
 	struct aio_hog hog;
 	uint64_t aio_a, aio_b;
-	rl_loop *a = tloop(tp), *b;
-	int fda = dopen(a, path, O_RDONLY), fdb;
+	rl_loop *a, *b;
+	int fda, fdb;
 
+	hog_lock(&hog);
+	a = tloop(tp);
+	fda = dopen(a, path, O_RDONLY);
 	read_blocks(a, fda, "two", 8, 16, &aio_a);
 	if (aio_expected(tp))
 		cr_assert_eq(aio_a, 8);
@@ -318,6 +338,7 @@ BACKEND_TEST(fs_aio_attack, aio_events_used_up_between_two_loops, .timeout = 60)
 	cr_assert_eq(rl_loop_close(b), 0);
 	cr_assert_eq(do_close(a, fda), 0);
 	tclose(a);
+	hog_unlock(&hog);
 }
 
 /* ------------------------------------ more than the context, mixed in */
