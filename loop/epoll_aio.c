@@ -33,7 +33,8 @@
  * The context is made at the first such request (io_setup counts against
  * the system's /proc/sys/fs/aio-max-nr, so loops that never read a direct
  * file take none); when the kernel refuses it (no AIO support, the limit
- * reached, a seccomp filter) the loop uses the pool for good.
+ * reached, a seccomp filter) the loop uses the pool for good, and so it
+ * does when io_submit() itself is refused later (submit_refused()).
  *
  * Cancelling: block-device AIO cannot be cancelled (io_cancel() fails
  * with -EINVAL for it), so a request in the kernel finishes as it will,
@@ -147,6 +148,37 @@ static void prep(struct iocb *cb, rl_req *req, int efd)
 	cb->aio_resfd = (uint32_t)efd;
 }
 
+/* The queued requests go to the pool: AIO went off. */
+static void aio_queue_to_pool(struct rl__ep *ep)
+{
+	rl_req *req;
+
+	while ((req = rl__fifo_pop(&ep->aio_queue))) {
+		ep->naio_queued--;
+		to_pool(ep, req);
+	}
+}
+
+/*
+ * io_submit() failed with err: whether the syscall itself is refused (a
+ * seccomp filter installed after the context was made: Docker's and
+ * systemd's answer EPERM, or ENOSYS), rather than one iocb (an LSM may
+ * say EPERM or EACCES for one file). An empty io_submit() asks without
+ * blaming any iocb; refused, AIO goes off for good, as when io_setup()
+ * is refused, instead of costing a refused syscall per request for ever.
+ * Events already in the ring are still read (no syscall needed).
+ */
+static bool submit_refused(rl_loop *loop, struct rl__ep *ep, int err)
+{
+	if (err != EPERM && err != EACCES && err != ENOSYS)
+		return false;
+	loop->stats.syscalls++;
+	if (syscall(SYS_io_submit, ep->aio_ctx, 0L, NULL) == 0)
+		return false;
+	ep->aio_off = true;
+	return true;
+}
+
 void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 {
 	struct iocb cbs[AIO_BATCH], *ptrs[AIO_BATCH];
@@ -180,6 +212,16 @@ void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 			 * iocbs to submit; treat it as a refusal too): the
 			 * pool does it, and meets the same error if there
 			 * is one. */
+			if (r < 0 && submit_refused(loop, ep, errno)) {
+				/* The rest of the batch, and of the queue,
+				 * go with it. */
+				for (; i < n; i++) {
+					ep->in_aio--;
+					to_pool(ep, reqs[i]);
+				}
+				aio_queue_to_pool(ep);
+				return;
+			}
 			ep->in_aio--;
 			to_pool(ep, reqs[i]);
 			i++;
