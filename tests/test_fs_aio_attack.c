@@ -549,6 +549,45 @@ BACKEND_TEST(fs_aio_attack, stale_hint_by_dup2_readv_reads_in_full)
 	free(buf);
 }
 
+/*
+ * The case rl_fs_open() documents: an fd the loop opened O_DIRECT closed
+ * with close(2), and its number reused by the loop's own buffered open of
+ * a partly cached file. The old mark is only a hint: the read returns
+ * all it asked for, as on every backend.
+ */
+BACKEND_TEST(fs_aio_attack, stale_hint_number_reused_by_a_buffered_open)
+{
+	enum { NBLK = 32, LEN = 16 * BS };
+	const char *dpath = blocks_file("reused_d", 1);
+	const char *bpath = spath("reused_b");
+	unsigned char *buf = dbufs(LEN / BS);
+	struct dreq r = { 0 };
+	rl_loop *loop;
+	int fd, bfd;
+
+	blocks_file("reused_b", NBLK);
+	loop = tloop(tp);
+	fd = dopen(loop, dpath, O_RDONLY);
+	close(fd);
+	bfd = open_fd(loop, bpath, O_RDONLY | O_CLOEXEC, 0);
+	if (bfd != fd) {
+		cr_assert_eq(dup3(bfd, fd, O_CLOEXEC), fd);
+		close(bfd);
+	}
+	cache_only(bpath, 2, 2);
+	cr_assert_eq(rl_fs_read(loop, &r.req, fd, buf, LEN, 2 * BS, dreq_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.req.result, LEN, "backend %d flags %#x: %lld of %d",
+		     tp->backend, tp->flags, (long long)r.req.result, LEN);
+	for (unsigned i = 0; i < LEN / BS; i++)
+		check_block("reused_b", buf + i * BS, (uint64_t)(2 + i) * BS);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(buf);
+}
+
 /* ------------------------------ truncation and holes under the reads */
 
 /*
