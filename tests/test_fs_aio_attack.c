@@ -588,6 +588,62 @@ BACKEND_TEST(fs_aio_attack, stale_hint_number_reused_by_a_buffered_open)
 	free(buf);
 }
 
+/*
+ * A readv of 1024 iovecs of 6 KiB over a file of which only the first 8
+ * KiB are cached, through a plain buffered fd and through a direct one
+ * whose hint went stale (fcntl()): the cached bytes come without
+ * blocking and stop inside the second iovec; the rest must still come,
+ * all 6 MiB, into the right iovecs, as preadv() and io_uring give them (a
+ * continuation that takes only some of the iovecs left would stop short
+ * in the middle of the file).
+ */
+BACKEND_TEST(fs_aio_attack, readv_of_many_iovecs_over_a_partly_cached_file)
+{
+	enum { NV = 1024, SEG = 6144, LEN = NV * SEG, NBLK = LEN / BS + 8 };
+	const char *path = blocks_file("manyv", NBLK);
+	struct iovec *iov = calloc(NV, sizeof(*iov));
+	unsigned char *buf = dbufs(LEN / BS);
+	rl_loop *loop;
+	int fds[2], fl;
+
+	cr_assert_not_null(iov);
+	loop = tloop(tp);
+	fds[0] = open_fd(loop, path, O_RDONLY | O_CLOEXEC, 0);
+	fds[1] = dopen(loop, path, O_RDONLY);
+	fl = fcntl(fds[1], F_GETFL);
+	cr_assert_eq(fcntl(fds[1], F_SETFL, fl & ~O_DIRECT), 0);
+	/* Iovec k takes segment k of the file into segment NV - 1 - k. */
+	for (unsigned k = 0; k < NV; k++)
+		iov[k] =
+			(struct iovec){ buf + (size_t)(NV - 1 - k) * SEG, SEG };
+	for (int f = 0; f < 2; f++) {
+		struct dreq r = { 0 };
+
+		cache_only(path, 0, 2);
+		memset(buf, 0xee, LEN);
+		cr_assert_eq(
+			rl_fs_readv(loop, &r.req, fds[f], iov, NV, 0, dreq_cb),
+			0);
+		trun(loop);
+		cr_assert_eq(r.calls, 1);
+		cr_assert_eq(r.req.result, LEN,
+			     "fd %d, backend %d flags %#x: %lld of %d", f,
+			     tp->backend, tp->flags, (long long)r.req.result,
+			     LEN);
+		for (unsigned k = 0; k < NV; k++)
+			for (size_t j = 0; j < SEG; j += 251)
+				cr_assert_eq(
+					buf[(size_t)(NV - 1 - k) * SEG + j],
+					tbyte("manyv", (size_t)k * SEG + j),
+					"fd %d: segment %u byte %zu", f, k, j);
+	}
+	cr_assert_eq(do_close(loop, fds[1]), 0);
+	cr_assert_eq(do_close(loop, fds[0]), 0);
+	tclose(loop);
+	free(buf);
+	free(iov);
+}
+
 /* ------------------------------ truncation and holes under the reads */
 
 /*
