@@ -25,7 +25,9 @@
  * the blocking way. So does anything io_submit() refuses (a file without
  * NOWAIT support, too many iocbs in flight, a bad fd, too many iovecs):
  * the pool gets the same error from the same call, so the results and
- * error codes stay those of the pool path. A write cut short is finished
+ * error codes stay those of the pool path; an fd whose file refused
+ * NOWAIT is remembered (rl__ep_fs_aio_ok()), so that its later requests
+ * go to the pool without asking again. A write cut short is finished
  * by the pool from where it stopped (ringloop.h: short writes are
  * completed, never reported), and so is a read cut short inside a
  * regular file, which only a stale hint gives (read_goes_on()).
@@ -136,7 +138,7 @@ bool rl__ep_aio_take(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	if (ep->aio_off ||
 	    !(rl__op_is_read(req->op) || rl__op_is_write(req->op)) ||
-	    req->offset < 0 || !rl__ep_fs_is_direct(ep, req->fd))
+	    req->offset < 0 || !rl__ep_fs_aio_ok(ep, req->fd))
 		return false;
 	/* The context's events are all taken: this one waits in the pool
 	 * rather than for a slot. */
@@ -212,24 +214,35 @@ static bool submit_refused(rl_loop *loop, struct rl__ep *ep, int err)
 void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 {
 	struct iocb cbs[AIO_BATCH], *ptrs[AIO_BATCH];
-	rl_req *reqs[AIO_BATCH];
+	rl_req *reqs[AIO_BATCH], *req;
 	unsigned n, i;
 	long r;
+	int err;
 
 	while (!rl__fifo_empty(&ep->aio_queue)) {
-		for (n = 0; n < AIO_BATCH; n++) {
-			rl_req *req = rl__fifo_pop(&ep->aio_queue);
-
-			if (!req)
-				break;
+		n = 0;
+		while (n < AIO_BATCH && (req = rl__fifo_pop(&ep->aio_queue))) {
+			ep->naio_queued--;
+			if (!rl__ep_fs_aio_ok(ep, req->fd)) {
+				/* Its file refused an iocb of this flush. */
+				to_pool(ep, req);
+				continue;
+			}
 			reqs[n] = req;
 			prep(&cbs[n], req, ep->efd);
 			ptrs[n] = &cbs[n];
 			rl__epr(req)->step = RL__EP_AIO;
+			n++;
 		}
-		ep->naio_queued -= n;
 		ep->in_aio += n;
 		for (i = 0; i < n;) {
+			if (i && !rl__ep_fs_aio_ok(ep, reqs[i]->fd)) {
+				/* Its file refused an earlier one. */
+				ep->in_aio--;
+				to_pool(ep, reqs[i]);
+				i++;
+				continue;
+			}
 			loop->stats.syscalls++;
 			r = syscall(SYS_io_submit, ep->aio_ctx, (long)(n - i),
 				    &ptrs[i]);
@@ -242,7 +255,8 @@ void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 			 * iocbs to submit; treat it as a refusal too): the
 			 * pool does it, and meets the same error if there
 			 * is one. */
-			if (r < 0 && submit_refused(loop, ep, errno)) {
+			err = r < 0 ? errno : 0;
+			if (err && submit_refused(loop, ep, err)) {
 				/* The rest of the batch, and of the queue,
 				 * go with it. */
 				for (; i < n; i++) {
@@ -252,6 +266,8 @@ void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 				aio_queue_to_pool(ep);
 				return;
 			}
+			if (err == EOPNOTSUPP)
+				rl__ep_fs_no_aio(ep, reqs[i]->fd);
 			ep->in_aio--;
 			to_pool(ep, reqs[i]);
 			i++;

@@ -637,12 +637,37 @@ bool rl__ep_fs_is_direct(const struct rl__ep *ep, int fd)
 {
 	unsigned w = (unsigned)fd / 64;
 
-	return w < ep->ndirect && (ep->direct[w] >> (fd % 64) & 1);
+	return w < ep->ndirect && (ep->direct[2 * w] >> (fd % 64) & 1);
 }
 
+/*
+ * A file system may take O_DIRECT but not RWF_NOWAIT (tmpfs since 6.6,
+ * NFS, FUSE, 9p): io_submit() refuses each of its iocbs with EOPNOTSUPP,
+ * and the pool does the request. The fd is noted, until it is closed or
+ * opened again through the loop, so that its requests go to the pool
+ * straight away rather than each costing a refused syscall first.
+ */
+bool rl__ep_fs_aio_ok(const struct rl__ep *ep, int fd)
+{
+	unsigned w = (unsigned)fd / 64;
+
+	return w < ep->ndirect && (ep->direct[2 * w] >> (fd % 64) & 1) &&
+	       !(ep->direct[2 * w + 1] >> (fd % 64) & 1);
+}
+
+void rl__ep_fs_no_aio(struct rl__ep *ep, int fd)
+{
+	unsigned w = (unsigned)fd / 64;
+
+	if (w < ep->ndirect)
+		ep->direct[2 * w + 1] |= (uint64_t)1 << (fd % 64);
+}
+
+/* fd is opened with O_DIRECT (on) or closed; either way a new file. */
 static void mark_direct(struct rl__ep *ep, int fd, bool on)
 {
 	unsigned w = (unsigned)fd / 64;
+	uint64_t bit = (uint64_t)1 << (fd % 64);
 
 	if (w >= ep->ndirect) {
 		unsigned n = w + 1 > 2 * ep->ndirect ? w + 1 : 2 * ep->ndirect;
@@ -650,17 +675,19 @@ static void mark_direct(struct rl__ep *ep, int fd, bool on)
 
 		if (!on)
 			return;
-		p = realloc(ep->direct, n * sizeof(*p));
+		p = realloc(ep->direct, 2 * n * sizeof(*p));
 		if (!p)
 			return; /* a hint lost: the reads stay on the loop */
-		memset(p + ep->ndirect, 0, (n - ep->ndirect) * sizeof(*p));
+		memset(p + 2 * ep->ndirect, 0,
+		       2 * (n - ep->ndirect) * sizeof(*p));
 		ep->direct = p;
 		ep->ndirect = n;
 	}
 	if (on)
-		ep->direct[w] |= (uint64_t)1 << (fd % 64);
+		ep->direct[2 * w] |= bit;
 	else
-		ep->direct[w] &= ~((uint64_t)1 << (fd % 64));
+		ep->direct[2 * w] &= ~bit;
+	ep->direct[2 * w + 1] &= ~bit;
 }
 
 void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res)

@@ -1810,3 +1810,93 @@ BACKEND_TEST(fs_aio_attack, iov_max_iovecs_on_a_direct_fd)
 	free(back);
 	free(iov);
 }
+
+/*
+ * A file system whose files take O_DIRECT but not RWF_NOWAIT (tmpfs,
+ * which takes O_DIRECT since Linux 6.6; NFS, FUSE and 9p are others):
+ * io_submit() refuses every such iocb. Bursts of direct reads and
+ * writes still give the right bytes, and after the first the loop stops
+ * asking: a burst of 32 costs fewer syscalls than one refused
+ * io_submit() per request would. Another file of the loop, on the disk,
+ * keeps its AIO.
+ */
+BACKEND_TEST(fs_aio_attack, file_that_refuses_nowait_stops_costing_a_syscall)
+{
+	enum { N = 32 };
+	const char *mnt = tmount_tmpfs("nowait", 1 << 20);
+	const char *disk = blocks_file("nwdisk", N);
+	char path[600];
+	struct dreq r[N];
+	unsigned char *bufs = dbufs(N);
+	struct rl_stats st0, st1;
+	uint64_t aio;
+	rl_loop *loop;
+	int fd, dfd;
+
+	snprintf(path, sizeof(path), "%s/f", mnt);
+	{
+		int w = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+		cr_assert_geq(w, 0);
+		for (unsigned i = 0; i < N; i++) {
+			unsigned char blk[BS];
+
+			for (size_t j = 0; j < BS; j++)
+				blk[j] = tbyte("nowait", (size_t)i * BS + j);
+			cr_assert_eq(pwrite(w, blk, BS, (off_t)i * BS), BS);
+		}
+		close(w);
+	}
+	loop = tloop(tp);
+	fd = dopen(loop, path, O_RDWR);
+	dfd = dopen(loop, disk, O_RDONLY);
+	for (int burst = 0; burst < 3; burst++) {
+		rl_loop_stats(loop, &st0);
+		memset(r, 0, sizeof(r));
+		for (unsigned i = 0; i < N; i++) {
+			unsigned char *b = bufs + i * BS;
+
+			if (i % 4 == 3) {
+				for (size_t j = 0; j < BS; j++)
+					b[j] = tbyte("nowait",
+						     (size_t)i * BS + j);
+				cr_assert_eq(rl_fs_write(loop, &r[i].req, fd, b,
+							 BS, (int64_t)i * BS,
+							 dreq_cb),
+					     0);
+			} else {
+				memset(b, 0xee, BS);
+				cr_assert_eq(rl_fs_read(loop, &r[i].req, fd, b,
+							BS, (int64_t)i * BS,
+							dreq_cb),
+					     0);
+			}
+		}
+		trun(loop);
+		rl_loop_stats(loop, &st1);
+		for (unsigned i = 0; i < N; i++) {
+			cr_assert_eq(r[i].calls, 1);
+			cr_assert_eq(r[i].req.result, BS,
+				     "burst %d req %u: %lld", burst, i,
+				     (long long)r[i].req.result);
+			if (i % 4 != 3)
+				check_block("nowait", bufs + i * BS,
+					    (uint64_t)i * BS);
+		}
+		if (burst)
+			cr_assert_lt(st1.syscalls - st0.syscalls, N,
+				     "burst %d: %llu syscalls for %d requests",
+				     burst,
+				     (unsigned long long)(st1.syscalls -
+							  st0.syscalls),
+				     N);
+	}
+	read_blocks(loop, dfd, "nwdisk", N, N, &aio);
+	if (aio_expected(tp))
+		cr_assert_eq(aio, N, "the disk file's AIO: %llu",
+			     (unsigned long long)aio);
+	cr_assert_eq(do_close(loop, dfd), 0);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+}
