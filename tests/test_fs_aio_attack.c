@@ -27,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -1899,4 +1901,55 @@ BACKEND_TEST(fs_aio_attack, file_that_refuses_nowait_stops_costing_a_syscall)
 	cr_assert_eq(do_close(loop, fd), 0);
 	tclose(loop);
 	free(bufs);
+}
+
+/*
+ * A stale O_DIRECT mark on a number that now names one end of a Unix
+ * stream socket pair (the direct fd closed with close(2)): a write of
+ * 1 MiB at offset 0 (more than the socket buffer holds, so RWF_NOWAIT
+ * takes only a part) arrives whole and in order at the other end, read
+ * slowly by a thread; then a read at offset 0 gets what the peer sent,
+ * not more (a socket's short read is its answer). On io_uring the stale
+ * mark means nothing, but the same write tries its rest at offset 0 +
+ * what went, which a socket refuses (-ESPIPE): it must go at -1.
+ */
+BACKEND_TEST(fs_aio_attack, stale_hint_on_a_socket_write_and_read)
+{
+	const size_t len = 1 << 20;
+	const char *path = blocks_file("sock", 1);
+	unsigned char *data = pattern("sock", len);
+	struct drain d = { .want = len, .name = "sock" };
+	char got[64] = { 0 };
+	pthread_t th;
+	struct one o;
+	int64_t res;
+	rl_loop *loop;
+	int fd, sv[2];
+
+	tskip_uring_threads_under_valgrind(tp);
+	loop = tloop(tp);
+	fd = dopen(loop, path, O_RDONLY);
+	close(fd);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	if (sv[0] != fd) {
+		cr_assert_eq(dup3(sv[0], fd, O_CLOEXEC), fd);
+		close(sv[0]);
+	}
+	d.fd = sv[1];
+	cr_assert_eq(pthread_create(&th, NULL, drain_pipe, &d), 0);
+	cr_assert_eq(rl_fs_write(loop, one_req(&o), fd, data, len, 0, tseen_cb),
+		     0);
+	res = one_result(loop, &o);
+	cr_assert_eq(res, (int64_t)len, "backend %d flags %#x: %lld",
+		     tp->backend, tp->flags, (long long)res);
+	pthread_join(th, NULL);
+	cr_assert_eq(d.got, len);
+	cr_assert(d.ok, "the bytes came out of order or wrong");
+	cr_assert_eq(write(sv[1], "hello", 5), 5);
+	cr_assert_eq(do_read(loop, fd, got, sizeof(got), 0), 5);
+	cr_assert_eq(memcmp(got, "hello", 5), 0);
+	close(sv[1]);
+	close(fd);
+	tclose(loop);
+	free(data);
 }
