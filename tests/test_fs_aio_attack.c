@@ -1953,3 +1953,198 @@ BACKEND_TEST(fs_aio_attack, stale_hint_on_a_socket_write_and_read)
 	tclose(loop);
 	free(data);
 }
+
+/*
+ * The process forks while 256 direct reads are in flight (in the kernel
+ * where the backend can) and the child exits at once, as a program that
+ * spawns a helper would: the child's copy of the address space (and of
+ * the AIO ring's mapping) goes, the parent's requests all complete once,
+ * with their blocks, and the loop goes on using AIO after.
+ */
+BACKEND_TEST(fs_aio_attack, fork_with_direct_reads_in_flight)
+{
+	enum { N = 256 };
+	const char *path = blocks_file("fork", N);
+	struct dreq *r = calloc(N, sizeof(*r));
+	unsigned char *bufs = dbufs(N);
+	uint64_t aio;
+	rl_loop *loop = tloop(tp);
+	int fd = dopen(loop, path, O_RDONLY), status;
+	pid_t pid;
+
+	cr_assert_not_null(r);
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(rl_fs_read(loop, &r[i].req, fd, bufs + i * BS, BS,
+					(int64_t)i * BS, dreq_cb),
+			     0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	trun(loop);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(r[i].calls, 1, "read %u: %d callbacks", i,
+			     r[i].calls);
+		cr_assert_eq(r[i].req.result, BS, "read %u: %lld", i,
+			     (long long)r[i].req.result);
+		check_block("fork", bufs + i * BS, (uint64_t)i * BS);
+	}
+	read_blocks(loop, fd, "fork", 64, N, &aio);
+	if (aio_expected(tp))
+		cr_assert_eq(aio, 64, "AIO after the fork: %llu",
+			     (unsigned long long)aio);
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(bufs);
+	free(r);
+}
+
+/* ------------------------------------------------ loops of a group */
+
+#define GLOOPS 2
+#define GN     128
+
+struct gshare {
+	const char *path;
+	int fd[GLOOPS];
+	struct dreq r[GLOOPS][GN];
+	int submitted[GLOOPS][GN]; /* what each submitting call said */
+	unsigned char *bufs[GLOOPS];
+	struct rl_post post;
+	rl_group *g;
+};
+
+static struct gshare *gsh;
+
+/* On loop i's thread: opens the file through the loop (the hint). */
+static void gopen_share(rl_loop *loop, unsigned i, void *arg)
+{
+	struct tseen s = { 0 };
+	rl_req req = { .data = &s };
+
+	(void)arg;
+	gsh->fd[i] = -1000;
+	if (rl_fs_open(loop, &req, gsh->path, O_RDWR | O_DIRECT | O_CLOEXEC, 0,
+		       tseen_cb) == 0 &&
+	    rl_run(loop, RL_RUN_DEFAULT) >= 0 && s.calls == 1)
+		gsh->fd[i] = (int)s.result;
+}
+
+/* On loop i's thread: GN requests, each on a block of its own: reads of
+ * the file's pattern (even k), writes of another (odd k). */
+static void gsubmit(rl_loop *loop, unsigned i)
+{
+	for (unsigned k = 0; k < GN; k++) {
+		unsigned blk = i * GN + k;
+		unsigned char *b = gsh->bufs[i] + (size_t)k * BS;
+		struct dreq *d = &gsh->r[i][k];
+
+		memset(d, 0, sizeof(*d));
+		if (k % 2) {
+			for (size_t j = 0; j < BS; j++)
+				b[j] = tbyte("groupw", (size_t)blk * BS + j);
+			gsh->submitted[i][k] =
+				rl_fs_write(loop, &d->req, gsh->fd[i], b, BS,
+					    (int64_t)blk * BS, dreq_cb);
+		} else {
+			memset(b, 0xee, BS);
+			gsh->submitted[i][k] =
+				rl_fs_read(loop, &d->req, gsh->fd[i], b, BS,
+					   (int64_t)blk * BS, dreq_cb);
+		}
+	}
+}
+
+static void gsubmit_share(rl_loop *loop, unsigned i, void *arg)
+{
+	(void)arg;
+	gsubmit(loop, i);
+}
+
+static void gsubmit_post(struct rl_post *post)
+{
+	(void)post;
+	gsubmit(rl_group_loop(gsh->g, 1), 1);
+}
+
+/* Every request of loop i: one callback (none when its submission was
+ * refused, as the close may refuse it); what says BS is right. */
+static void gcheck(unsigned i, bool may_cancel, int fd)
+{
+	unsigned char *back = dbufs(1);
+
+	for (unsigned k = 0; k < GN; k++) {
+		struct dreq *d = &gsh->r[i][k];
+		unsigned blk = i * GN + k;
+		int64_t res = d->req.result;
+
+		if (gsh->submitted[i][k]) {
+			cr_assert(may_cancel, "loop %u req %u refused: %d", i,
+				  k, gsh->submitted[i][k]);
+			cr_assert_eq(d->calls, 0);
+			continue;
+		}
+		cr_assert_eq(d->calls, 1, "loop %u req %u: %d callbacks", i, k,
+			     d->calls);
+		cr_assert(res == BS || (may_cancel && res == -ECANCELED),
+			  "loop %u req %u: %lld", i, k, (long long)res);
+		if (res != BS)
+			continue;
+		if (k % 2) {
+			cr_assert_eq(pread(fd, back, BS, (off_t)blk * BS), BS);
+			check_block("groupw", back, (uint64_t)blk * BS);
+		} else {
+			check_block("group", gsh->bufs[i] + (size_t)k * BS,
+				    (uint64_t)blk * BS);
+		}
+	}
+	free(back);
+}
+
+/*
+ * Direct reads and writes on the loops of a group, each loop with its
+ * own AIO context: a round where every loop runs its share to the end,
+ * then a round where loop 1 gets its requests by a message and loop 0
+ * from the caller, both pushed into the kernel, and the group is closed
+ * at once: every request reports once (the close may refuse the
+ * message's ones, or cancel them), what says BS is right and on the disk.
+ */
+BACKEND_TEST(fs_aio_attack, group_closed_with_direct_io_in_flight,
+	     .timeout = 60)
+{
+	struct gshare *sh = calloc(1, sizeof(*sh));
+	int fds_before;
+	rl_group *g;
+
+	cr_assert_not_null(sh);
+	gsh = sh;
+	sh->path = spath("group");
+	blocks_file("group", GLOOPS * GN);
+	for (unsigned i = 0; i < GLOOPS; i++)
+		sh->bufs[i] = dbufs(GN);
+	fds_before = tfd_count();
+	g = tgroup(tp, GLOOPS, 0, RL_MSG_WAKE_DEFAULT);
+	sh->g = g;
+	cr_assert_eq(rl_group_run(g, gopen_share, NULL), 0);
+	for (unsigned i = 0; i < GLOOPS; i++)
+		cr_assert_geq(sh->fd[i], 0, "loop %u: open %d", i, sh->fd[i]);
+	cr_assert_eq(rl_group_run(g, gsubmit_share, NULL), 0);
+	for (unsigned i = 0; i < GLOOPS; i++)
+		gcheck(i, false, sh->fd[0]);
+	/* The second round, closed under the requests. */
+	cr_assert_eq(rl_post(rl_group_loop(g, 1), &sh->post, gsubmit_post), 0);
+	gsubmit(rl_group_loop(g, 0), 0);
+	cr_assert_geq(rl_run(rl_group_loop(g, 0), RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_group_close(g), 0);
+	for (unsigned i = 0; i < GLOOPS; i++)
+		gcheck(i, true, sh->fd[0]);
+	for (unsigned i = 0; i < GLOOPS; i++) {
+		close(sh->fd[i]);
+		free(sh->bufs[i]);
+	}
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	free(sh);
+}
