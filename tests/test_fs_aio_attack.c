@@ -939,6 +939,28 @@ BACKEND_TEST(fs_aio_attack, misaligned_and_edge_requests_answer_as_the_kernel)
 				     c->what, (long long)got, (long long)want);
 		}
 	}
+	/* No iovec at all, at an aligned and a misaligned offset. */
+	for (int k = 0; k < 2; k++) {
+		struct iovec none = { lbuf, 0 };
+		int64_t off = k ? BS + 1 : BS;
+		int64_t want = sys(preadv(fd, &none, 0, (off_t)off)), got;
+		struct one o;
+
+		cr_assert_eq(rl_fs_readv(loop, one_req(&o), fd, &none, 0, off,
+					 tseen_cb),
+			     0);
+		got = one_result(loop, &o);
+		cr_assert_eq(got, want, "readv of no iovec at %lld: %lld, %lld",
+			     (long long)off, (long long)got, (long long)want);
+		want = sys(pwritev(fd, &none, 0, (off_t)off));
+		cr_assert_eq(rl_fs_writev(loop, one_req(&o), fd, &none, 0, off,
+					  tseen_cb),
+			     0);
+		got = one_result(loop, &o);
+		cr_assert_eq(got, want,
+			     "writev of no iovec at %lld: %lld, %lld",
+			     (long long)off, (long long)got, (long long)want);
+	}
 	cr_assert_eq(do_close(loop, fd), 0);
 	tclose(loop);
 	free(lbuf);
