@@ -132,8 +132,10 @@ struct rl__ep {
 	struct rl__fifo batch;	  /* RL__EP_BATCH */
 	struct rl__fifo finished; /* RL__EP_FINISHED */
 	struct rl__pool pool;
-	uint64_t *direct; /* fds opened with O_DIRECT, a bitmap (epoll_fs.c) */
-	unsigned ndirect; /* its words */
+	/* fds opened with O_DIRECT, a bitmap, each word followed by the
+	 * word of those whose files io_submit() refused (epoll_fs.c) */
+	uint64_t *direct;
+	unsigned ndirect;      /* its pairs of words */
 	struct rl__ep_fd *fds; /* indexed by fd, grown on demand */
 	uint32_t nfds;
 	int32_t dirty_head; /* fds whose registration may be stale */
@@ -263,6 +265,10 @@ void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res);
 void rl__ep_fs_free(struct rl__ep *ep);
 /* Whether rl_fs_open() opened fd with O_DIRECT (a hint: see epoll_fs.c). */
 bool rl__ep_fs_is_direct(const struct rl__ep *ep, int fd);
+/* ... and whether AIO may take its reads and writes: io_submit() has not
+ * refused its file (no RWF_NOWAIT there) since it was opened. */
+bool rl__ep_fs_aio_ok(const struct rl__ep *ep, int fd);
+void rl__ep_fs_no_aio(struct rl__ep *ep, int fd);
 /* A read_file streaming from req->fd ends (cancel, close, its end): the
  * fd is closed. */
 void rl__ep_fs_stream_close(rl_loop *loop, struct rl__ep *ep, rl_req *req);

@@ -25,14 +25,18 @@
  * the blocking way. So does anything io_submit() refuses (a file without
  * NOWAIT support, too many iocbs in flight, a bad fd, too many iovecs):
  * the pool gets the same error from the same call, so the results and
- * error codes stay those of the pool path. A write cut short is finished
+ * error codes stay those of the pool path; an fd whose file refused
+ * NOWAIT is remembered (rl__ep_fs_aio_ok()), so that its later requests
+ * go to the pool without asking again. A write cut short is finished
  * by the pool from where it stopped (ringloop.h: short writes are
- * completed, never reported).
+ * completed, never reported), and so is a read cut short inside a
+ * regular file, which only a stale hint gives (read_goes_on()).
  *
  * The context is made at the first such request (io_setup counts against
  * the system's /proc/sys/fs/aio-max-nr, so loops that never read a direct
  * file take none); when the kernel refuses it (no AIO support, the limit
- * reached, a seccomp filter) the loop uses the pool for good.
+ * reached, a seccomp filter) the loop uses the pool for good, and so it
+ * does when io_submit() itself is refused later (submit_refused()).
  *
  * Cancelling: block-device AIO cannot be cancelled (io_cancel() fails
  * with -EINVAL for it), so a request in the kernel finishes as it will,
@@ -45,11 +49,20 @@
 #include <linux/aio_abi.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "epoll.h"
+
+/* cppcheck cannot evaluate __has_include (see styles/coro_stack.c). */
+#if defined(__has_include) && !defined(__CPPCHECK__)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define RL__VALGRIND 1
+#endif
+#endif
 
 #ifndef RWF_NOWAIT
 #define RWF_NOWAIT 0x00000008
@@ -84,6 +97,27 @@ struct aio_ring {
 	struct io_event io_events[];
 };
 
+/*
+ * Valgrind (3.19) takes the ring for io_setup()'s count of events, where
+ * the kernel makes room for about twice as many (ring->nr): reading the
+ * events past the first ones, once the head has gone round that far,
+ * would look like reads of memory nobody mapped. The whole ring is the
+ * process's to read.
+ */
+static void tell_valgrind_the_ring(aio_context_t ctx)
+{
+#ifdef RL__VALGRIND
+	const struct aio_ring *ring = (const struct aio_ring *)(uintptr_t)ctx;
+
+	if (RUNNING_ON_VALGRIND && ring->magic == AIO_RING_MAGIC)
+		VALGRIND_MAKE_MEM_DEFINED(
+			ring, sizeof(*ring) + (size_t)ring->nr *
+						      sizeof(struct io_event));
+#else
+	(void)ctx;
+#endif
+}
+
 /* Makes the context; false (and AIO off for good) when the kernel
  * refuses. */
 static bool aio_setup(rl_loop *loop, struct rl__ep *ep)
@@ -96,6 +130,7 @@ static bool aio_setup(rl_loop *loop, struct rl__ep *ep)
 		return false;
 	}
 	ep->aio_ctx = ctx;
+	tell_valgrind_the_ring(ctx);
 	return true;
 }
 
@@ -103,7 +138,7 @@ bool rl__ep_aio_take(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	if (ep->aio_off ||
 	    !(rl__op_is_read(req->op) || rl__op_is_write(req->op)) ||
-	    req->offset < 0 || !rl__ep_fs_is_direct(ep, req->fd))
+	    req->offset < 0 || !rl__ep_fs_aio_ok(ep, req->fd))
 		return false;
 	/* The context's events are all taken: this one waits in the pool
 	 * rather than for a slot. */
@@ -145,27 +180,69 @@ static void prep(struct iocb *cb, rl_req *req, int efd)
 	cb->aio_resfd = (uint32_t)efd;
 }
 
+/* The queued requests go to the pool: AIO went off. */
+static void aio_queue_to_pool(struct rl__ep *ep)
+{
+	rl_req *req;
+
+	while ((req = rl__fifo_pop(&ep->aio_queue))) {
+		ep->naio_queued--;
+		to_pool(ep, req);
+	}
+}
+
+/*
+ * io_submit() failed with err: whether the syscall itself is refused (a
+ * seccomp filter installed after the context was made: Docker's and
+ * systemd's answer EPERM, or ENOSYS), rather than one iocb (an LSM may
+ * say EPERM or EACCES for one file). An empty io_submit() asks without
+ * blaming any iocb; refused, AIO goes off for good, as when io_setup()
+ * is refused, instead of costing a refused syscall per request for ever.
+ * Events already in the ring are still read (no syscall needed).
+ */
+static bool submit_refused(rl_loop *loop, struct rl__ep *ep, int err)
+{
+	if (err != EPERM && err != EACCES && err != ENOSYS)
+		return false;
+	loop->stats.syscalls++;
+	if (syscall(SYS_io_submit, ep->aio_ctx, 0L, NULL) == 0)
+		return false;
+	ep->aio_off = true;
+	return true;
+}
+
 void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 {
 	struct iocb cbs[AIO_BATCH], *ptrs[AIO_BATCH];
-	rl_req *reqs[AIO_BATCH];
+	rl_req *reqs[AIO_BATCH], *req;
 	unsigned n, i;
 	long r;
+	int err;
 
 	while (!rl__fifo_empty(&ep->aio_queue)) {
-		for (n = 0; n < AIO_BATCH; n++) {
-			rl_req *req = rl__fifo_pop(&ep->aio_queue);
-
-			if (!req)
-				break;
+		n = 0;
+		while (n < AIO_BATCH && (req = rl__fifo_pop(&ep->aio_queue))) {
+			ep->naio_queued--;
+			if (!rl__ep_fs_aio_ok(ep, req->fd)) {
+				/* Its file refused an iocb of this flush. */
+				to_pool(ep, req);
+				continue;
+			}
 			reqs[n] = req;
 			prep(&cbs[n], req, ep->efd);
 			ptrs[n] = &cbs[n];
 			rl__epr(req)->step = RL__EP_AIO;
+			n++;
 		}
-		ep->naio_queued -= n;
 		ep->in_aio += n;
 		for (i = 0; i < n;) {
+			if (i && !rl__ep_fs_aio_ok(ep, reqs[i]->fd)) {
+				/* Its file refused an earlier one. */
+				ep->in_aio--;
+				to_pool(ep, reqs[i]);
+				i++;
+				continue;
+			}
 			loop->stats.syscalls++;
 			r = syscall(SYS_io_submit, ep->aio_ctx, (long)(n - i),
 				    &ptrs[i]);
@@ -178,11 +255,44 @@ void rl__ep_aio_flush(rl_loop *loop, struct rl__ep *ep)
 			 * iocbs to submit; treat it as a refusal too): the
 			 * pool does it, and meets the same error if there
 			 * is one. */
+			err = r < 0 ? errno : 0;
+			if (err && submit_refused(loop, ep, err)) {
+				/* The rest of the batch, and of the queue,
+				 * go with it. */
+				for (; i < n; i++) {
+					ep->in_aio--;
+					to_pool(ep, reqs[i]);
+				}
+				aio_queue_to_pool(ep);
+				return;
+			}
+			if (err == EOPNOTSUPP)
+				rl__ep_fs_no_aio(ep, reqs[i]->fd);
 			ep->in_aio--;
 			to_pool(ep, reqs[i]);
 			i++;
 		}
 	}
+}
+
+/*
+ * A read that AIO cut short: the end of the file, or RWF_NOWAIT stopping
+ * where the page cache does, when the fd is not O_DIRECT after all (the
+ * backend's hint went stale: fcntl() took the flag away, or dup2() put a
+ * buffered file on the number). Reported as it is, the short count would
+ * tell the caller that the file ends there, where pread() and io_uring
+ * give the whole range; so, as the fast path does (inline_read() in
+ * epoll_fs.c), a regular file is read on when it goes on past what came.
+ * A pipe or socket (a stale hint too) gives what it had. It costs a
+ * syscall only when a read comes back short, at the end of a file.
+ */
+static bool read_goes_on(rl_loop *loop, const rl_req *req, size_t got)
+{
+	struct stat st;
+
+	loop->stats.syscalls++;
+	return fstat(req->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       req->offset + (int64_t)got < st.st_size;
 }
 
 /* An event for req: its result, or a retry in the pool. Returns 1 when
@@ -200,6 +310,15 @@ static int aio_done(rl_loop *loop, struct rl__ep *ep, rl_req *req, int64_t res)
 			rl__complete(loop, req, -ECANCELED);
 			return 1;
 		}
+		to_pool(ep, req);
+		return 0;
+	}
+	if (rl__op_is_read(req->op) && res > 0 && (size_t)res < req->len &&
+	    !stopping && read_goes_on(loop, req, (size_t)res)) {
+		/* Cut short inside a regular file: the pool reads the rest,
+		 * from there. */
+		rl__epr(req)->res[1] = res;
+		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
 		to_pool(ep, req);
 		return 0;
 	}

@@ -199,6 +199,27 @@ static void job_read_file(rl_req *req)
  * first bytes are done (the rest follows in the next one). */
 #define RW_IOV 64
 
+/*
+ * Whether rl__ep_rw() at skip passes fewer iovecs than are left: when
+ * skip falls inside an iovec, the first ones are copied (cut) and at most
+ * RW_IOV go, so a read that fills them all has not reached the end of the
+ * request, nor of a regular file.
+ */
+static bool rw_capped(const rl_req *req, size_t skip)
+{
+	const struct iovec *iov = req->iov;
+	unsigned cnt = req->count;
+
+	if (req->op != RL_OP_READV && req->op != RL_OP_WRITEV)
+		return false;
+	while (cnt && skip >= iov->iov_len) {
+		skip -= iov->iov_len;
+		iov++;
+		cnt--;
+	}
+	return skip && cnt > RW_IOV;
+}
+
 /* A file without a position refuses an offset (ESPIPE): it reads or
  * writes what comes next, as io_uring does, on every backend (see
  * rl_fs_read()). */
@@ -307,14 +328,24 @@ static void job_read(rl_req *req)
 	}
 	/* A regular file (or, in the slow lane, a device that cannot be
 	 * polled): one blocking read gives everything up to the end of the
-	 * file, after what the fast path may have read already. */
-	do {
-		r = rl__ep_rw(req, req->fd, got, 0, false);
-	} while (r < 0 && errno == EINTR && !rl__pool_job_cancelled());
+	 * file, after what the fast path (or AIO) read already; more than
+	 * one only when that call could not take every iovec left. */
+	for (;;) {
+		size_t skip = got;
+
+		r = rl__ep_rw(req, req->fd, skip, 0, false);
+		if (r < 0 && errno == EINTR && !rl__pool_job_cancelled())
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got >= req->len || !rw_capped(req, skip))
+			break;
+	}
 	if (r < 0)
 		rl__epr(req)->res[0] = got ? (int64_t)got : given_up(-errno);
 	else
-		rl__epr(req)->res[0] = (int64_t)(got + (size_t)r);
+		rl__epr(req)->res[0] = (int64_t)got;
 }
 
 static void (*const jobs[])(rl_req *) = {
@@ -606,12 +637,37 @@ bool rl__ep_fs_is_direct(const struct rl__ep *ep, int fd)
 {
 	unsigned w = (unsigned)fd / 64;
 
-	return w < ep->ndirect && (ep->direct[w] >> (fd % 64) & 1);
+	return w < ep->ndirect && (ep->direct[2 * w] >> (fd % 64) & 1);
 }
 
+/*
+ * A file system may take O_DIRECT but not RWF_NOWAIT (tmpfs since 6.6,
+ * NFS, FUSE, 9p): io_submit() refuses each of its iocbs with EOPNOTSUPP,
+ * and the pool does the request. The fd is noted, until it is closed or
+ * opened again through the loop, so that its requests go to the pool
+ * straight away rather than each costing a refused syscall first.
+ */
+bool rl__ep_fs_aio_ok(const struct rl__ep *ep, int fd)
+{
+	unsigned w = (unsigned)fd / 64;
+
+	return w < ep->ndirect && (ep->direct[2 * w] >> (fd % 64) & 1) &&
+	       !(ep->direct[2 * w + 1] >> (fd % 64) & 1);
+}
+
+void rl__ep_fs_no_aio(struct rl__ep *ep, int fd)
+{
+	unsigned w = (unsigned)fd / 64;
+
+	if (w < ep->ndirect)
+		ep->direct[2 * w + 1] |= (uint64_t)1 << (fd % 64);
+}
+
+/* fd is opened with O_DIRECT (on) or closed; either way a new file. */
 static void mark_direct(struct rl__ep *ep, int fd, bool on)
 {
 	unsigned w = (unsigned)fd / 64;
+	uint64_t bit = (uint64_t)1 << (fd % 64);
 
 	if (w >= ep->ndirect) {
 		unsigned n = w + 1 > 2 * ep->ndirect ? w + 1 : 2 * ep->ndirect;
@@ -619,17 +675,19 @@ static void mark_direct(struct rl__ep *ep, int fd, bool on)
 
 		if (!on)
 			return;
-		p = realloc(ep->direct, n * sizeof(*p));
+		p = realloc(ep->direct, 2 * n * sizeof(*p));
 		if (!p)
 			return; /* a hint lost: the reads stay on the loop */
-		memset(p + ep->ndirect, 0, (n - ep->ndirect) * sizeof(*p));
+		memset(p + 2 * ep->ndirect, 0,
+		       2 * (n - ep->ndirect) * sizeof(*p));
 		ep->direct = p;
 		ep->ndirect = n;
 	}
 	if (on)
-		ep->direct[w] |= (uint64_t)1 << (fd % 64);
+		ep->direct[2 * w] |= bit;
 	else
-		ep->direct[w] &= ~((uint64_t)1 << (fd % 64));
+		ep->direct[2 * w] &= ~bit;
+	ep->direct[2 * w + 1] &= ~bit;
 }
 
 void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res)

@@ -190,10 +190,11 @@ void rl__uring_write_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 
 	u->cq_owed -= 1;
 	/* An offset on an fd without a position: io_uring ignores it for a
-	 * pipe but refuses it for a socket (-ESPIPE); the write goes at -1
-	 * then, as on a pipe and on the epoll backend (rl__ep_rw()). */
-	if (res == -ESPIPE && ur->res[0] >= 0 && ur->res[1] == 0 &&
-	    !rl__uring_stopping(u, req)) {
+	 * pipe, and a socket takes offset 0 but refuses any other (-ESPIPE,
+	 * sock_write_iter()), which the rest of a write at 0 cut short by
+	 * the socket's buffer asks for; the write goes on at -1 then, as on
+	 * a pipe and on the epoll backend (rl__ep_rw()). */
+	if (res == -ESPIPE && ur->res[0] >= 0 && !rl__uring_stopping(u, req)) {
 		ur->res[0] = -1;
 		ur->step = WRITE_STREAM;
 		rl__uring_push_or_queue(loop, u, req, &u->cont);
