@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -71,6 +72,30 @@ static char dir[256];
 static char pathbuf[4][512];
 static int pathi;
 static int fd_baseline = -1;
+
+/*
+ * The system's AIO events (/proc/sys/fs/aio-max-nr) are shared by every
+ * test process, and a few tests take them all (test_fs_aio_attack.c). An
+ * epoll loop of another test could not make its AIO context meanwhile and
+ * would send its direct I/O to the pool, which the tests that count what
+ * went through AIO would take for a bug. So those tests hold this lock
+ * shared, and a test that takes every event holds it exclusive while it
+ * does. The fd stays open until the test process exits: take the lock
+ * before tloop() and before any count of fds of the test's own.
+ */
+static int aio_lock_fd = -1;
+
+void tlock_aio_events(bool exclusive)
+{
+	if (aio_lock_fd < 0) {
+		aio_lock_fd = open("/tmp/ringloop-test-aio-events.lock",
+				   O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+		cr_assert_geq(aio_lock_fd, 0, "the AIO events' lock: %s",
+			      strerror(errno));
+	}
+	cr_assert_eq(flock(aio_lock_fd, exclusive ? LOCK_EX : LOCK_SH), 0,
+		     "flock: %s", strerror(errno));
+}
 
 rl_loop *tloop_opts(const struct tp *tp, struct rl_options *opt)
 {

@@ -59,6 +59,10 @@ void tskip_uring_threads_under_valgrind(const struct tp *tp);
 /* Opens a loop on tp's backend; fails the test if it cannot. */
 rl_loop *tloop(const struct tp *tp);
 rl_loop *tloop_opts(const struct tp *tp, struct rl_options *opt);
+/* Holds the lock on the system's AIO events shared (a test that counts
+ * what went through AIO) or exclusive (a test that takes them all); first
+ * thing in the test, helpers.c says why. */
+void tlock_aio_events(bool exclusive);
 
 /* Closes the loop and checks that nothing is left: no fd beyond those open
  * when the test started (see tfd_baseline). */

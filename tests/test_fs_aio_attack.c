@@ -197,22 +197,21 @@ static long read_proc_long(const char *path)
 struct aio_hog {
 	aio_context_t ctx[HOG_MAX_CTX];
 	unsigned n;
-	int lock;
+	bool locked;
 };
 
 /*
- * The tests of this file that take every event wait for each other
- * (Criterion runs them in parallel), from before their loops' first
- * direct read to the end: each must see the limit it made, and its loops
- * that should have a context must not meet the other's limit.
+ * The tests of this file that take every event hold the AIO events' lock
+ * exclusive (tests/helpers.c) from before their loops' first direct read
+ * to the end: each must see the limit it made, its loops that should have
+ * a context must not meet another's limit, and no other test process with
+ * a loop (Criterion runs them in parallel) may meet this one's.
  */
 static void hog_lock(struct aio_hog *h)
 {
 	memset(h, 0, sizeof(*h));
-	h->lock = open("/tmp/ringloop-aio-hog.lock",
-		       O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-	cr_assert_geq(h->lock, 0);
-	cr_assert_eq(flock(h->lock, LOCK_EX), 0);
+	tlock_aio_events(true);
+	h->locked = true;
 }
 
 /* Takes every AIO event the system has left (other processes, a parallel
@@ -222,7 +221,7 @@ static void hog_take(struct aio_hog *h)
 {
 	long max, nr, chunk;
 
-	cr_assert_geq(h->lock, 0, "hog_lock() first");
+	cr_assert(h->locked, "hog_lock() first");
 	max = read_proc_long("/proc/sys/fs/aio-max-nr");
 	nr = read_proc_long("/proc/sys/fs/aio-nr");
 	if (max < 0 || nr < 0)
@@ -262,8 +261,8 @@ static void hog_release(struct aio_hog *h)
 
 static void hog_unlock(struct aio_hog *h)
 {
-	close(h->lock);
-	h->lock = -1;
+	tlock_aio_events(false);
+	h->locked = false;
 }
 
 /*
@@ -380,6 +379,9 @@ BACKEND_TEST(fs_aio_attack,
 	rl_loop *loop;
 	uint64_t aio0;
 	int fd, bfd;
+
+	/* It counts what went through AIO (first: its fd is the test's). */
+	tlock_aio_events(false);
 
 	tfile("mixb", 64 * 1024);
 	bb = malloc((size_t)NB * 100);
@@ -1862,6 +1864,9 @@ BACKEND_TEST(fs_aio_attack, file_that_refuses_nowait_stops_costing_a_syscall)
 	rl_loop *loop;
 	int fd, dfd;
 
+	/* It counts what went through AIO (first: its fd is the test's). */
+	tlock_aio_events(false);
+
 	snprintf(path, sizeof(path), "%s/f", mnt);
 	{
 		int w = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -2021,9 +2026,14 @@ BACKEND_TEST(fs_aio_attack, fork_with_direct_reads_in_flight)
 	struct dreq *r = calloc(N, sizeof(*r));
 	unsigned char *bufs = dbufs(N);
 	uint64_t aio;
-	rl_loop *loop = tloop(tp);
-	int fd = dopen(loop, path, O_RDONLY), status;
+	rl_loop *loop;
+	int fd, status;
 	pid_t pid;
+
+	/* It counts what went through AIO (first: its fd is the test's). */
+	tlock_aio_events(false);
+	loop = tloop(tp);
+	fd = dopen(loop, path, O_RDONLY);
 
 	cr_assert_not_null(r);
 	for (unsigned i = 0; i < N; i++)
