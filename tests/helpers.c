@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/openat2.h>
+#include <linux/seccomp.h>
 #include <linux/userfaultfd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -410,3 +413,51 @@ void tstall_close(struct tstall *st)
 	munmap(st->mem, st->len);
 	close(st->uffd);
 }
+
+#ifdef TEST_AUDIT_ARCH
+/*
+ * A syscall made with another architecture's numbering (x86-64 can run
+ * i386 code) is killed, since its numbers mean something else; on x86-64
+ * the x32 ABI shares the architecture but sets bit 30 of the number,
+ * which is cleared before the comparison, so x32's calls are refused too.
+ */
+int tdeny_syscalls(const unsigned *nrs, unsigned n, int err)
+{
+	enum { MAX = 4 };
+	struct sock_filter filter[7 + MAX];
+	struct sock_fprog prog;
+	unsigned k = 0;
+
+	if (n == 0 || n > MAX)
+		return -EINVAL;
+	filter[k++] = (struct sock_filter)BPF_STMT(
+		BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+	filter[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+						   TEST_AUDIT_ARCH, 1, 0);
+	filter[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+						   SECCOMP_RET_KILL_PROCESS);
+	filter[k++] = (struct sock_filter)BPF_STMT(
+		BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+#if defined(__x86_64__)
+	filter[k++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K,
+						   ~0x40000000u);
+#endif
+	/* A match jumps over the other comparisons and the allow. */
+	for (unsigned i = 0; i < n; i++)
+		filter[k++] = (struct sock_filter)BPF_JUMP(
+			BPF_JMP | BPF_JEQ | BPF_K, nrs[i],
+			(unsigned char)(n - i), 0);
+	filter[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+						   SECCOMP_RET_ALLOW);
+	filter[k++] = (struct sock_filter)BPF_STMT(
+		BPF_RET | BPF_K,
+		SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA));
+	prog.len = (unsigned short)k;
+	prog.filter = filter;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return -errno;
+	return 0;
+}
+#endif

@@ -11,6 +11,7 @@
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <linux/audit.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -159,5 +160,22 @@ struct tstall {
 bool tstall_open(struct tstall *st, size_t len);
 void tstall_release(struct tstall *st);
 void tstall_close(struct tstall *st);
+
+/* The architecture a seccomp filter of the tests checks for; tests that
+ * need one are left out where it is not defined. */
+#if defined(__x86_64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#ifdef TEST_AUDIT_ARCH
+/* A real seccomp filter on the calling thread: the n (at most 4) syscalls
+ * nrs fail with err, everything else is allowed (helpers.c says more).
+ * 0, or -errno when it could not be installed (-ENOSYS, -EINVAL: no
+ * seccomp, as under Valgrind 3.19). Once in place it stays for the life
+ * of the thread: call it in a child process. */
+int tdeny_syscalls(const unsigned *nrs, unsigned n, int err);
+#endif
 
 #endif

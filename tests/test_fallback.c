@@ -41,52 +41,7 @@ static rl_loop *epoll_loop(unsigned flags, unsigned threads)
 
 /* ------------------------------------------------------ backend choice */
 
-#if defined(__x86_64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
-
 #ifdef TEST_AUDIT_ARCH
-/*
- * The syscall nr fails with err, everything else is allowed. A
- * syscall made with another architecture's numbering (x86-64 can run
- * i386 code) is killed, since its numbers mean something else; on x86-64
- * the x32 ABI shares the architecture but sets bit 30 of the number,
- * which the comparison with the plain number lets through as a mismatch,
- * so x32's io_uring_setup is refused too.
- */
-static int deny_syscall(unsigned nr, int err)
-{
-	struct sock_filter filter[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, nr)),
-#if defined(__x86_64__)
-		/* x32: clear the ABI bit before comparing. */
-		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~0x40000000u),
-#endif
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K,
-			 SECCOMP_RET_ERRNO |
-				 ((unsigned)err & SECCOMP_RET_DATA)),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = {
-		.len = sizeof(filter) / sizeof(filter[0]),
-		.filter = filter,
-	};
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
-	if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-		return -errno;
-	return 0;
-}
-
 /* What the child checks, in order; its exit status is the first step
  * that failed (0: all passed). */
 enum {
@@ -133,7 +88,7 @@ static int child_under_filter(const char *path, size_t size)
 	long r;
 
 	unsetenv("RINGLOOP_BACKEND");
-	r = deny_syscall(__NR_io_uring_setup, EPERM);
+	r = tdeny_syscalls((const unsigned[]){ __NR_io_uring_setup }, 1, EPERM);
 	if (r == -ENOSYS)
 		return STEP_NO_SECCOMP;
 	if (r < 0)
@@ -211,7 +166,7 @@ static int child_without_aio(const char *path)
 	long r;
 	int fd;
 
-	r = deny_syscall(__NR_io_setup, ENOSYS);
+	r = tdeny_syscalls((const unsigned[]){ __NR_io_setup }, 1, ENOSYS);
 	if (r == -ENOSYS)
 		return STEP_NO_SECCOMP;
 	if (r < 0)

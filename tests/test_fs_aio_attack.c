@@ -39,10 +39,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "direct_helpers.h"
 #include "fs_helpers.h"
 #include "helpers.h"
-
-#define BS 4096
 
 /* The contexts the loop's AIO path asks the kernel for (epoll_aio.c). */
 #define LOOP_AIO_EVENTS 512
@@ -59,81 +58,12 @@ static void dreq_cb(rl_req *req)
 	((struct dreq *)req)->calls++;
 }
 
-/* Opens path through the loop (so that epoll knows it is O_DIRECT); skips
- * the test where the file system has no O_DIRECT. */
-static int dopen(rl_loop *loop, const char *path, int flags)
-{
-	struct tseen s = { 0 };
-	rl_req req = { .data = &s };
-
-	cr_assert_eq(rl_fs_open(loop, &req, path, flags | O_DIRECT | O_CLOEXEC,
-				0644, tseen_cb),
-		     0);
-	trun(loop);
-	cr_assert_eq(s.calls, 1);
-	if (s.result == -EINVAL) {
-		tclose(loop);
-		cr_skip_test("%s: no O_DIRECT on this file system", tdir());
-	}
-	cr_assert_geq(s.result, 0, "open: %s", rl_strerror((int)s.result));
-	return (int)s.result;
-}
-
-/* A file of nblocks blocks of the pattern of name, on the disk. */
-static const char *blocks_file(const char *name, unsigned nblocks)
-{
-	const char *path = tfile(name, (size_t)nblocks * BS);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(fsync(fd), 0);
-	close(fd);
-	return path;
-}
-
-static unsigned char *dbufs(size_t n)
-{
-	unsigned char *p = NULL;
-
-	cr_assert_eq(posix_memalign((void **)&p, BS, n * BS), 0);
-	memset(p, 0xee, n * BS);
-	return p;
-}
-
-static bool is_block(const char *name, const unsigned char *buf, uint64_t off)
-{
-	for (size_t j = 0; j < BS; j++)
-		if (buf[j] != tbyte(name, off + j))
-			return false;
-	return true;
-}
-
 static bool is_zero(const unsigned char *buf, size_t len)
 {
 	for (size_t j = 0; j < len; j++)
 		if (buf[j])
 			return false;
 	return true;
-}
-
-static void check_block(const char *name, const unsigned char *buf,
-			uint64_t off)
-{
-	for (size_t j = 0; j < BS; j++)
-		cr_assert_eq(buf[j], tbyte(name, off + j),
-			     "byte %zu of the block at %llu", j,
-			     (unsigned long long)off);
-}
-
-/* Where the epoll backend is expected to use AIO: a disk file system
- * whose direct I/O honours RWF_NOWAIT, and AIO not turned off. */
-static bool aio_expected(const struct tp *tp)
-{
-	struct statfs sf;
-
-	if (tp->backend != RL_BACKEND_EPOLL || (tp->flags & RL_NO_AIO))
-		return false;
-	return statfs(tdir(), &sf) == 0 && sf.f_type == EXT4_SUPER_MAGIC;
 }
 
 static uint64_t aio_count(rl_loop *loop)
@@ -1302,47 +1232,7 @@ BACKEND_TEST(fs_aio_attack, fd_replaced_or_closed_under_the_reads)
 
 /* ------------------------------------- io_submit() denied by seccomp */
 
-#if defined(__x86_64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
-
 #ifdef TEST_AUDIT_ARCH
-/* io_submit() and io_getevents() fail with err, everything else is
- * allowed (another architecture's syscalls are killed, as in
- * test_fallback.c). */
-static int deny_aio_io(int err)
-{
-	struct sock_filter filter[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, nr)),
-#if defined(__x86_64__)
-		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~0x40000000u),
-#endif
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_submit, 1, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_getevents, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K,
-			 SECCOMP_RET_ERRNO |
-				 ((unsigned)err & SECCOMP_RET_DATA)),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = {
-		.len = sizeof(filter) / sizeof(filter[0]),
-		.filter = filter,
-	};
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
-	if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-		return -errno;
-	return 0;
-}
-
 enum {
 	CH_OK = 0,
 	CH_NO_SECCOMP = 77,
@@ -1416,7 +1306,9 @@ static int child_denied(const struct tp *tp, const char *path, int err)
 	if ((ret = child_rw(loop, fd, 8, 10)))
 		return ret;
 	rl_loop_stats(loop, &st0);
-	ret = deny_aio_io(err);
+	ret = tdeny_syscalls(
+		(const unsigned[]){ __NR_io_submit, __NR_io_getevents }, 2,
+		err);
 	if (ret == -ENOSYS || ret == -EINVAL)
 		return CH_NO_SECCOMP;
 	if (ret < 0)

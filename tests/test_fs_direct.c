@@ -20,10 +20,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "direct_helpers.h"
 #include "fs_helpers.h"
 #include "helpers.h"
-
-#define BS 4096
 
 struct dreq {
 	rl_req req;
@@ -33,58 +32,6 @@ struct dreq {
 static void dreq_cb(rl_req *req)
 {
 	((struct dreq *)req)->calls++;
-}
-
-/* Opens path through the loop (so that epoll knows it is O_DIRECT); skips
- * the test where the file system has no O_DIRECT. */
-static int dopen(rl_loop *loop, const char *path, int flags)
-{
-	struct tseen s = { 0 };
-	rl_req req = { .data = &s };
-
-	cr_assert_eq(rl_fs_open(loop, &req, path, flags | O_DIRECT | O_CLOEXEC,
-				0644, tseen_cb),
-		     0);
-	trun(loop);
-	cr_assert_eq(s.calls, 1);
-	if (s.result == -EINVAL) {
-		tclose(loop);
-		cr_skip_test("%s: no O_DIRECT on this file system", tdir());
-	}
-	cr_assert_geq(s.result, 0, "open: %s", rl_strerror((int)s.result));
-	return (int)s.result;
-}
-
-/* A file of nblocks blocks of the pattern of name, written back to the
- * disk, so that a direct read of it needs neither a writeback nor an
- * allocation. */
-static const char *blocks_file(const char *name, unsigned nblocks)
-{
-	const char *path = tfile(name, (size_t)nblocks * BS);
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(fsync(fd), 0);
-	close(fd);
-	return path;
-}
-
-static unsigned char *dbufs(size_t n)
-{
-	unsigned char *p = NULL;
-
-	cr_assert_eq(posix_memalign((void **)&p, BS, n * BS), 0);
-	memset(p, 0xee, n * BS);
-	return p;
-}
-
-static void check_block(const char *name, const unsigned char *buf,
-			uint64_t off)
-{
-	for (size_t j = 0; j < BS; j++)
-		cr_assert_eq(buf[j], tbyte(name, off + j),
-			     "byte %zu of the block at %llu", j,
-			     (unsigned long long)off);
 }
 
 /* Odd i: writes block i from bufs with the pattern of wname; even i:
@@ -106,18 +53,6 @@ static void submit_rw(rl_loop *loop, struct dreq *r, int fd,
 			rl_fs_read(loop, &r->req, fd, buf, BS, off, dreq_cb),
 			0);
 	}
-}
-
-/* Where the epoll backend can be expected to take direct reads through
- * AIO without falling back: a disk file system whose direct I/O honours
- * RWF_NOWAIT. */
-static bool aio_expected(const struct tp *tp)
-{
-	struct statfs sf;
-
-	if (tp->backend != RL_BACKEND_EPOLL || (tp->flags & RL_NO_AIO))
-		return false;
-	return statfs(tdir(), &sf) == 0 && sf.f_type == EXT4_SUPER_MAGIC;
 }
 
 /* The blocks in a shuffled order, every one once. */
