@@ -305,6 +305,14 @@ uint64_t tnow_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void tspin_us(unsigned us)
+{
+	uint64_t end = tnow_ns() + (uint64_t)us * 1000;
+
+	while (tnow_ns() < end)
+		;
+}
+
 uint64_t tnow_ms(void)
 {
 	return tnow_ns() / 1000000;

@@ -87,6 +87,9 @@ int tthread_count(void);
  * of tests. */
 uint64_t tnow_ns(void);
 uint64_t tnow_ms(void);
+/* Spins (no sleep, no syscall but the clock's) for us microseconds: a
+ * delay short and exact enough to land between two steps of a race. */
+void tspin_us(unsigned us);
 
 /* Whether openat2() with RESOLVE_CACHED works here, i.e. whether the
  * epoll backend's inline fast path can open files (not on kernels before

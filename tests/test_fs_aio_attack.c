@@ -291,10 +291,11 @@ static void tick_cb(rl_timer *t, int status)
 }
 
 /*
- * More direct requests in flight than the AIO context holds (512): 900
- * reads and 100 writes of a direct file, 200 buffered reads of another
- * file and 40 timers of 0-3 ms, all submitted at once. Every callback
- * comes once, every block is right, every write is on the disk.
+ * More direct requests in flight than the AIO context holds (512):
+ * 900 reads and 100 writes of a direct file, 200 buffered reads of
+ * another file and timers that fall due while they are out, all
+ * submitted at once. Every callback comes once, every block is right,
+ * every write is on the disk.
  */
 BACKEND_TEST(fs_aio_attack,
 	     beyond_the_aio_context_mixed_with_buffered_and_timers,
@@ -955,22 +956,15 @@ static void cancelling_cb(rl_req *req)
 		   in_cb_canceller->n - 1);
 }
 
-static void spin_us(unsigned us)
-{
-	uint64_t end = tnow_ns() + (uint64_t)us * 1000;
-
-	while (tnow_ns() < end)
-		;
-}
-
 /*
- * Cancels racing the completion of direct reads and writes, 240 rounds
- * of 16 requests: cancelled right after submission, after a pass of the
- * loop (in the kernel) and 1 or 100 us later, from a timer of 0 or 1 ms,
- * from another request's callback. Each callback comes once, with the
- * whole length or -ECANCELED; a read that says BS holds its block; no
- * buffer is touched after its callback; the file holds only what was
- * written whole.
+ * Cancels racing the completion of direct reads and writes, rounds of
+ * a few requests: cancelled right after submission, after a pass of
+ * the loop (in the kernel) and after spins of different lengths, from
+ * a timer due at once or a moment later, from another request's
+ * callback. Each callback comes once, with the whole length or
+ * -ECANCELED; a read that says BS holds its block; no buffer is
+ * touched after its callback; the file holds only what was written
+ * whole.
  */
 BACKEND_TEST(fs_aio_attack, cancel_racing_completion, .timeout = 60)
 {
@@ -1026,7 +1020,7 @@ BACKEND_TEST(fs_aio_attack, cancel_racing_completion, .timeout = 60)
 		case 2:
 		case 3:
 			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-			spin_us(how == 1 ? 0 : how == 2 ? 1 : 100);
+			tspin_us(how == 1 ? 0 : how == 2 ? 1 : 100);
 			cancel_all(loop, r, N);
 			break;
 		case 4:
@@ -1498,10 +1492,10 @@ BACKEND_TEST(fs_aio_attack, fixed_buffers_on_a_direct_fd)
 }
 
 /*
- * Deadlines of 0 and 1 ms on bursts of direct reads and writes (the
- * timer cancels what is still out, in the loop or in the kernel): each
- * callback once, with BS or -ETIMEDOUT, never -ECANCELED; a read that
- * says BS holds its block.
+ * Deadlines due at once or a moment later on bursts of direct reads
+ * and writes (the timer cancels what is still out, in the loop or in
+ * the kernel): each callback once, with BS or -ETIMEDOUT, never
+ * -ECANCELED; a read that says BS holds its block.
  */
 BACKEND_TEST(fs_aio_attack, deadlines_on_direct_io, .timeout = 60)
 {

@@ -1873,15 +1873,16 @@ BACKEND_TEST(fs_attack, blocking_eventfd_does_not_starve_the_pool,
 }
 
 /*
- * A cancel that lands while a worker is about to block. On epoll a write
- * to a full eventfd waits in the slow lane's write(), and rl_cancel()
- * ends that wait with the pool's signal; a signal that comes before the
- * syscall is lost, and the write then waited for good (seen as a rare
- * 60 s timeout of blocking_eventfd_does_not_starve_the_pool on a loaded
- * machine). The cancel here comes when the job has just been handed to
- * the slow lane, after a delay that sweeps the worker's way into the
- * syscall; every write must end, cancelled, within a bound. On io_uring
- * the write is polled in the kernel and the cancel removes the poll.
+ * A cancel that lands while a worker is about to block. On epoll a
+ * write to a full eventfd waits in the slow lane's write(), and
+ * rl_cancel() ends that wait with the pool's signal; a signal that
+ * comes before the syscall is lost, and the write then waited for
+ * good (blocking_eventfd_does_not_starve_the_pool hung so, rarely, on
+ * a loaded machine). The cancel here comes when the job has just been
+ * handed to the slow lane, after a delay that sweeps the worker's way
+ * into the syscall; every write must end, cancelled, within a bound.
+ * On io_uring the write is polled in the kernel and the cancel
+ * removes the poll.
  */
 BACKEND_TEST(fs_attack, cancel_just_before_a_worker_blocks, .timeout = 60)
 {
@@ -1895,7 +1896,7 @@ BACKEND_TEST(fs_attack, cancel_just_before_a_worker_blocks, .timeout = 60)
 	cr_assert_eq(write(efd, &max, 8), 8);
 	for (unsigned i = 0; i < rounds; i++) {
 		struct one w;
-		uint64_t jobs, t0;
+		uint64_t jobs;
 		int k;
 
 		rl_loop_stats(loop, &st);
@@ -1914,9 +1915,7 @@ BACKEND_TEST(fs_attack, cancel_just_before_a_worker_blocks, .timeout = 60)
 			if (st.pool_jobs == jobs)
 				usleep(50);
 		}
-		t0 = tnow_ns();
-		while (tnow_ns() - t0 < (i % 40) * 1000)
-			;
+		tspin_us(i % 40);
 		cr_assert_eq(w.s.calls, 0);
 		cr_assert_eq(rl_cancel(loop, &w.req), 0);
 		for (k = 0; k < 5000 && !w.s.calls; k++) {
