@@ -628,9 +628,10 @@ bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
  * fast path must leave reads of O_DIRECT files to the pool, where a burst
  * of them runs in parallel. Asking the fd (F_GETFL) would cost a syscall
  * per read; instead the loop remembers the fds that rl_fs_open() opened
- * with O_DIRECT, until rl_fs_close(). It is only a hint: an fd closed
- * with close(2) and reused for a buffered file merely loses the fast path,
- * and an O_DIRECT fd from open(2) is read on the loop thread (rl_fs_open()
+ * with O_DIRECT, until rl_fs_close() or another rl_fs_open() that gets
+ * the same number. It is only a hint: an fd closed with close(2) and
+ * reused by open(2) for a buffered file merely loses the fast path, and
+ * an O_DIRECT fd from open(2) is read on the loop thread (rl_fs_open()
  * says so).
  */
 bool rl__ep_fs_is_direct(const struct rl__ep *ep, int fd)
@@ -692,8 +693,10 @@ static void mark_direct(struct rl__ep *ep, int fd, bool on)
 
 void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res)
 {
-	if (req->op == RL_OP_OPEN && res >= 0 && (req->flags & O_DIRECT))
-		mark_direct(ep, (int)res, true);
+	/* Any open through the loop names a new file: a buffered one clears
+	 * a mark left by an O_DIRECT fd that close(2) freed. */
+	if (req->op == RL_OP_OPEN && res >= 0)
+		mark_direct(ep, (int)res, req->flags & O_DIRECT);
 	else if (req->op == RL_OP_CLOSE && res != -ECANCELED)
 		mark_direct(ep, req->fd, false);
 }

@@ -529,6 +529,53 @@ BACKEND_TEST(fs_aio_attack, stale_hint_number_reused_by_a_buffered_open)
 }
 
 /*
+ * The same number reused by the loop's own open, without O_DIRECT: that
+ * open names a new, buffered file, so it drops the old mark. A read of
+ * its cached blocks then takes the epoll fast path (or the pool with
+ * RL_NO_INLINE), never Linux AIO, which only O_DIRECT fds get.
+ */
+BACKEND_TEST(fs_aio_attack, buffered_open_of_a_reused_number_drops_the_hint)
+{
+	const char *dpath = blocks_file("dropped_d", 1);
+	const char *bpath = spath("dropped_b");
+	unsigned char *buf = dbufs(1);
+	struct dreq r = { 0 };
+	struct rl_stats st0, st1;
+	rl_loop *loop;
+	int fd, bfd;
+
+	blocks_file("dropped_b", 4);
+	cache_only(bpath, 0, 4);
+	loop = tloop(tp);
+	fd = dopen(loop, dpath, O_RDONLY);
+	close(fd);
+	/* The lowest free number: the one just closed (no other thread of
+	 * this test opens anything). */
+	bfd = open_fd(loop, bpath, O_RDONLY | O_CLOEXEC, 0);
+	cr_assert_eq(bfd, fd);
+	rl_loop_stats(loop, &st0);
+	cr_assert_eq(rl_fs_read(loop, &r.req, fd, buf, BS, 2 * BS, dreq_cb), 0);
+	trun(loop);
+	rl_loop_stats(loop, &st1);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.req.result, BS);
+	check_block("dropped_b", buf, 2 * BS);
+	if (tp->backend == RL_BACKEND_EPOLL) {
+		cr_assert_eq(st1.aio, st0.aio, "%llu by AIO",
+			     (unsigned long long)(st1.aio - st0.aio));
+		if (tp->flags & RL_NO_INLINE)
+			cr_assert_eq(st1.pool_jobs - st0.pool_jobs, 1);
+		else
+			cr_assert_eq(st1.inline_completions -
+					     st0.inline_completions,
+				     1);
+	}
+	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+	free(buf);
+}
+
+/*
  * A readv of 1024 iovecs of 6 KiB over a file of which only the first 8
  * KiB are cached, through a plain buffered fd and through a direct one
  * whose hint went stale (fcntl()): the cached bytes come without
