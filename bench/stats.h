@@ -7,10 +7,12 @@
  * alone.
  *
  * The latency histogram has fixed log-scale buckets, so recording an
- * operation is an array increment, never an allocation: values below 16 ns
- * have a bucket each, and every power of two above is split into 16
- * buckets, so a percentile is within 1/16 (6.25%) of the true value. The
- * minimum and maximum are kept exactly.
+ * operation is an array increment, never an allocation: values below 64 ns
+ * have a bucket each, and every power of two above is split into 64
+ * buckets, so a percentile (a bucket's middle) is within 1/128 of the true
+ * value: fio's latency percentiles, which the storage cells are compared
+ * with, are bucketed the same way (FIO_IO_U_PLAT_BITS 6). The minimum and
+ * maximum are kept exactly.
  */
 #ifndef RINGBENCH_STATS_H
 #define RINGBENCH_STATS_H
@@ -18,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define BENCH_HIST_SUB_BITS 4
+#define BENCH_HIST_SUB_BITS 6
 #define BENCH_HIST_SUB	    (1u << BENCH_HIST_SUB_BITS)
 /* Powers of two up to 2^40 ns (18 minutes); longer values share the top
  * bucket, and max still says how long the longest was. */

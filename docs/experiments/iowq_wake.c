@@ -126,7 +126,8 @@ int main(int argc, char **argv)
 	double t0, c0;
 
 	if (argc != 4) {
-		fprintf(stderr, "usage: %s sync|free|pinned|apart|follow N DIR\n",
+		fprintf(stderr,
+			"usage: %s sync|free|pinned|apart|follow N DIR\n",
 			argv[0]);
 		return 2;
 	}
