@@ -141,8 +141,15 @@ struct rl_options {
 	 * the kernel cannot allocate the default ring (ENOMEM), smaller
 	 * ones are tried, down to 16 entries. */
 	unsigned entries;
-	unsigned cq_entries;	 /* io_uring CQ entries; 0 = 16 * entries */
-	unsigned direct_slots;	 /* direct descriptor table; 0 = 1024 */
+	unsigned cq_entries; /* io_uring CQ entries; 0 = 16 * entries */
+	/* io_uring: the direct descriptor table; 0 = 1024, at most
+	 * RLIMIT_NOFILE. A read_file or write_file holds a slot from its
+	 * open to its close, and waits in the loop while none is free. So
+	 * when every slot is held by a request that does not end (1024
+	 * read_files of FIFOs nobody writes to), the loop's other
+	 * read_files and write_files wait until one ends or is cancelled;
+	 * the epoll backend's do not (its slow lane holds fds instead). */
+	unsigned direct_slots;
 	unsigned iowq_max;	 /* io-wq worker cap (bounded and unbounded);
 				 * 0 = the kernel's default */
 	unsigned sqpoll_idle_ms; /* SQPOLL thread idle time; 0 = 1000 */
