@@ -87,6 +87,9 @@
 /* How long a finished read_file's file may stay open in its slot while
  * the loop has other file work (see flush_lingering()). */
 #define LINGER_NS 10000000u
+/* How long no slot may come free, with requests waiting for one, before
+ * those requests run on plain fds instead (see unstick_slots()). */
+#define SLOT_STUCK_NS 10000000u
 /* Adaptive submission (see learn()): an enter submitting fewer SQEs than
  * LEARN_MIN teaches nothing; at ASYNC_EAGER the loop submits every
  * EAGER_BATCH SQEs as they come. */
@@ -452,6 +455,8 @@ static int32_t take_slot(rl_loop *loop, struct rl__uring *u)
 {
 	int32_t slot = u->free_slots[--u->nfree];
 
+	if (!u->nfree)
+		u->slots_moved_ns = loop->now_ns;
 	if (u->slot_file[slot]) {
 		u->nlinger--;
 		loop->backend_busy--;
@@ -554,6 +559,7 @@ static void push_pending(rl_loop *loop, struct rl__uring *u)
 static void free_slot(rl_loop *loop, struct rl__uring *u, int32_t slot)
 {
 	u->free_slots[u->nfree++] = slot;
+	u->slots_moved_ns = loop->now_ns;
 	if (u->slot_file[slot]) {
 		if (!u->nlinger++)
 			u->linger_since = loop->now_ns;
@@ -635,6 +641,46 @@ static int64_t flush_lingering(rl_loop *loop, struct rl__uring *u,
 	}
 	if (timeout_ns < 0 || (uint64_t)timeout_ns > LINGER_NS - age)
 		timeout_ns = (int64_t)(LINGER_NS - age);
+	return timeout_ns;
+}
+
+/* Whether req waits for a slot: a read_file or write_file before its open. */
+static bool wants_slot(struct rl__uring *u, rl_req *req)
+{
+	return !rl__op_is_net(req->op) && rl__uring_fs_need(u, req).slot;
+}
+
+/*
+ * A read_file holds its slot until its file is read to the end, and a
+ * read of a FIFO with no writer never ends: enough of them hold every
+ * slot for good, and every read_file and write_file queued behind them
+ * (and whatever is queued behind those) would wait with them. A burst
+ * frees slots every few microseconds; so when none has come free for
+ * SLOT_STUCK_NS while requests wait for one, the waiting read_files and
+ * write_files run on plain fds instead, as with RL_NO_DIRECT (one SQE per
+ * step, an fd each; out of fds they wait for one as those do). Until
+ * then, a sleep lasts no longer than that.
+ */
+static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
+			     int64_t timeout_ns)
+{
+	uint64_t age = loop->now_ns - u->slots_moved_ns;
+	rl_req *req;
+
+	if (u->nfree || u->closing || !u->pending.head ||
+	    !wants_slot(u, u->pending.head))
+		return timeout_ns;
+	if (age < SLOT_STUCK_NS) {
+		if (timeout_ns < 0 ||
+		    (uint64_t)timeout_ns > SLOT_STUCK_NS - age)
+			timeout_ns = (int64_t)(SLOT_STUCK_NS - age);
+		return timeout_ns;
+	}
+	for (req = u->pending.head; req; req = rl__req(req)->next) {
+		if (wants_slot(u, req))
+			rl__uring_fs_unslot(req);
+	}
+	push_pending(loop, u);
 	return timeout_ns;
 }
 
@@ -771,6 +817,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	push_pending(loop, u);
 	if (!io_uring_cq_ready(&u->ring))
 		timeout_ns = flush_lingering(loop, u, timeout_ns);
+	timeout_ns = unstick_slots(loop, u, timeout_ns);
 	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
 		/* Cancels that still found no room may be all that can end
 		 * what fills the SQ (reads of pipes nobody writes to): never

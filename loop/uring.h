@@ -94,7 +94,9 @@ struct rl__uring {
 	unsigned nlinger;      /* free slots that hold a file */
 	unsigned nslot_closes; /* their closes in flight */
 	uint64_t linger_since; /* loop time nlinger last left 0 */
-	unsigned cq_budget;    /* CQEs we may be owed at once */
+	/* Loop time a slot was last freed, or the table last filled. */
+	uint64_t slots_moved_ns;
+	unsigned cq_budget; /* CQEs we may be owed at once */
 	unsigned cq_owed;
 	/* Cancels that found no room in the SQ: their targets, sent before
 	 * anything else as soon as there is room. cancel_any: the loop's
@@ -123,9 +125,12 @@ struct rl__uring {
 
 /* What this backend keeps in a request (its private words, req.h). */
 struct rl__uring_req {
-	int32_t slot;	/* direct descriptor slot, or -1 */
-	int32_t step;	/* where a multi-step request is (uring_fs.c) */
-	char probe;	/* the byte after a read, if any */
+	int32_t slot; /* direct descriptor slot, or -1 */
+	int32_t step; /* where a multi-step request is (uring_fs.c) */
+	char probe;   /* the byte after a read, if any */
+	/* read_file, write_file: runs on a plain fd, without a slot,
+	 * because the table stayed full (rl__uring_slotted()). */
+	bool plain;
 	int64_t res[2]; /* read_file: the read's result; bytes so far */
 };
 RL__REQ_BE_FITS(struct rl__uring_req);
@@ -133,6 +138,14 @@ RL__REQ_BE_FITS(struct rl__uring_req);
 static inline struct rl__uring_req *rl__ur(rl_req *req)
 {
 	return RL__REQ_BE(struct rl__uring_req, req);
+}
+
+/* Whether req's file is a direct descriptor in its slot (ur->slot), or a
+ * plain fd in req->fd: with RL_NO_DIRECT, or when it ran without a slot
+ * (uring.c, unstick_slots()). */
+static inline bool rl__uring_slotted(const struct rl__uring *u, rl_req *req)
+{
+	return u->direct && !rl__ur(req)->plain;
 }
 
 static inline struct rl__uring *rl__u(rl_loop *loop)
@@ -190,6 +203,9 @@ struct rl__uring_need {
 /* Sets up a new request's private words (slot and step). */
 void rl__uring_fs_start(struct rl__uring *u, rl_req *req);
 struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u, rl_req *req);
+/* A read_file or write_file that waits for a slot runs on a plain fd
+ * instead, one step at a time (the table stayed full: see uring.c). */
+void rl__uring_fs_unslot(rl_req *req);
 /* Puts req's SQEs on the ring; the core checked there is room. */
 void rl__uring_fs_prep(struct rl__uring *u, rl_req *req);
 /* A CQE of req (tag: which of its SQEs). */

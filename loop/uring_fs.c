@@ -90,6 +90,7 @@ void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 	struct rl__uring_req *ur = rl__ur(req);
 
 	ur->slot = -1;
+	ur->plain = false;
 	ur->res[0] = 0;
 	ur->res[1] = 0;
 	ur->step = 0;
@@ -97,6 +98,12 @@ void rl__uring_fs_start(struct rl__uring *u, rl_req *req)
 		ur->res[0] = req->offset; /* see uring_fs_write.c */
 	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE)
 		ur->step = u->link ? STEP_CHAIN : STEP_OPEN;
+}
+
+void rl__uring_fs_unslot(rl_req *req)
+{
+	rl__ur(req)->plain = true;
+	rl__ur(req)->step = STEP_OPEN;
 }
 
 struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u, rl_req *req)
@@ -112,7 +119,8 @@ struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u, rl_req *req)
 		need.sqes = 3;
 	else if (step == STEP_READ)
 		need.sqes = 2;
-	need.slot = u->direct && (step == STEP_CHAIN || step == STEP_OPEN);
+	need.slot = rl__uring_slotted(u, req) &&
+		    (step == STEP_CHAIN || step == STEP_OPEN);
 	return need;
 }
 
@@ -158,24 +166,25 @@ static void prep_chain(struct rl__uring *u, rl_req *req)
 static void prep_read_file_step(struct rl__uring *u, rl_req *req)
 {
 	struct rl__uring_req *ur = rl__ur(req);
+	bool slotted = rl__uring_slotted(u, req);
 	struct io_uring_sqe *sqe;
 
 	if (ur->step == STEP_READ) {
 		/* Both CQEs come: the probe's ends the step. */
-		prep_read_pair(u, req, u->direct ? ur->slot : req->fd,
-			       u->direct ? IOSQE_FIXED_FILE : 0, 0);
+		prep_read_pair(u, req, slotted ? ur->slot : req->fd,
+			       slotted ? IOSQE_FIXED_FILE : 0, 0);
 		return;
 	}
 	sqe = io_uring_get_sqe(&u->ring);
 	if (ur->step == STEP_OPEN) {
-		if (u->direct)
+		if (slotted)
 			io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path,
 						    O_RDONLY, 0,
 						    (unsigned)ur->slot);
 		else
 			io_uring_prep_openat(sqe, AT_FDCWD, req->path,
 					     O_RDONLY | O_CLOEXEC, 0);
-	} else if (u->direct) {
+	} else if (slotted) {
 		io_uring_prep_close_direct(sqe, (unsigned)ur->slot);
 	} else {
 		io_uring_prep_close(sqe, req->fd);
@@ -380,7 +389,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			rl__uring_complete(loop, u, req, res);
 			return;
 		}
-		if (!u->direct) {
+		if (!rl__uring_slotted(u, req)) {
 			req->fd = res;
 			u->fds_held++;
 		}
@@ -407,7 +416,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		break;
 	case STEP_CLOSE:
 		rl__uring_release_closed_slot(loop, u, req);
-		if (!u->direct) {
+		if (!rl__uring_slotted(u, req)) {
 			req->fd = -1;
 			u->fds_held--;
 			rl__uring_fd_released(u);

@@ -243,7 +243,8 @@ struct rl__uring_need rl__uring_wf_need(const struct rl__uring *u, rl_req *req)
 
 	if (step == STEP_CHAIN)
 		need.sqes = chain_len(req);
-	need.slot = u->direct && (step == STEP_CHAIN || step == STEP_OPEN);
+	need.slot = rl__uring_slotted(u, req) &&
+		    (step == STEP_CHAIN || step == STEP_OPEN);
 	return need;
 }
 
@@ -287,11 +288,12 @@ static void prep_step(struct rl__uring *u, rl_req *req)
 	struct rl__uring_req *ur = rl__ur(req);
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 	size_t done = (size_t)ur->res[1];
-	int fd = u->direct ? ur->slot : req->fd;
+	bool slotted = rl__uring_slotted(u, req);
+	int fd = slotted ? ur->slot : req->fd;
 
 	switch (ur->step) {
 	case STEP_OPEN:
-		if (u->direct)
+		if (slotted)
 			io_uring_prep_openat_direct(
 				sqe, AT_FDCWD, req->path, wf_oflags(req),
 				(mode_t)req->mode, (unsigned)ur->slot);
@@ -308,13 +310,13 @@ static void prep_step(struct rl__uring *u, rl_req *req)
 		io_uring_prep_fsync(sqe, fd, wf_fsync_flags(req));
 		break;
 	default:
-		if (u->direct)
+		if (slotted)
 			io_uring_prep_close_direct(sqe, (unsigned)ur->slot);
 		else
 			io_uring_prep_close(sqe, req->fd);
 		break;
 	}
-	if (u->direct && (ur->step == STEP_WRITE || ur->step == STEP_SYNC))
+	if (slotted && (ur->step == STEP_WRITE || ur->step == STEP_SYNC))
 		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
 }
@@ -354,7 +356,7 @@ static void finish(rl_loop *loop, struct rl__uring *u, rl_req *req, int32_t res)
 	struct rl__uring_req *ur = rl__ur(req);
 
 	rl__uring_release_closed_slot(loop, u, req);
-	if (!u->direct && req->fd >= 0) {
+	if (!rl__uring_slotted(u, req) && req->fd >= 0) {
 		req->fd = -1;
 		u->fds_held--;
 		rl__uring_fd_released(u);
@@ -419,7 +421,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			rl__uring_complete(loop, rl__u(loop), req, res);
 			return;
 		}
-		if (!u->direct) {
+		if (!rl__uring_slotted(u, req)) {
 			req->fd = res;
 			u->fds_held++;
 		}

@@ -570,6 +570,109 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 	tclose(loop);
 }
 
+/*
+ * On io_uring a read_file or write_file holds a direct-descriptor slot
+ * from its open to its close, and a read of a FIFO nobody writes to never
+ * ends: with more such reads than slots, every slot is held for good.
+ * Regular read_files and write_files queued behind them must still
+ * complete (they run on plain fds once no slot has come free for a
+ * while), and a FIFO read that waited for a slot must still get its
+ * writer's bytes. On epoll there are no slots: the same must hold.
+ */
+BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
+{
+	enum { SLOTS = 4, FIFOS = 6, QUICK = 20 };
+	const char *path = keep_path(tfile("sq", 12));
+	struct tseen fs[FIFOS] = { { 0 } };
+	rl_req freqs[FIFOS], quick[QUICK];
+	char fbuf[FIFOS][16], qbuf[QUICK][16], wpath[QUICK][512];
+	const char *fifo[FIFOS];
+	struct starve st = { QUICK, false };
+	rl_timer timer;
+	struct rl_options opt;
+	rl_loop *loop;
+	int wfd;
+
+	rl_options_init(&opt);
+	opt.direct_slots = SLOTS;
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < FIFOS; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "slotfifo%d", i);
+		fifo[i] = make_fifo(name);
+		freqs[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &freqs[i], fifo[i], fbuf[i],
+					     sizeof(fbuf[i]), 0, tseen_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 0; i < QUICK; i++) {
+		quick[i] = (rl_req){ .data = &st };
+		snprintf(wpath[i], sizeof(wpath[i]), "%s", tpath("slotw"));
+		snprintf(wpath[i] + strlen(wpath[i]),
+			 sizeof(wpath[i]) - strlen(wpath[i]), "%d", i);
+		if (i % 2)
+			cr_assert_eq(rl_fs_write_file(loop, &quick[i], wpath[i],
+						      "Hello, world", 12, 0,
+						      0644, starve_cb),
+				     0);
+		else
+			cr_assert_eq(rl_fs_read_file(loop, &quick[i], path,
+						     qbuf[i], sizeof(qbuf[i]),
+						     0, starve_cb),
+				     0);
+	}
+	rl_timer_init(&timer);
+	timer.data = &st;
+	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
+	while (st.left > 0 && !st.timed_out)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert(!st.timed_out, "%d requests still stuck behind the FIFOs",
+		  st.left);
+	for (int i = 0; i < QUICK; i++) {
+		char back[16];
+		int fd;
+
+		if (!(i % 2)) {
+			cr_assert_eq(quick[i].result, 12);
+			tcheck("sq", qbuf[i], 12);
+			continue;
+		}
+		cr_assert_eq(quick[i].result, 12);
+		fd = open(wpath[i], O_RDONLY | O_CLOEXEC);
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(read(fd, back, sizeof(back)), 12);
+		cr_assert_eq(memcmp(back, "Hello, world", 12), 0);
+		close(fd);
+		unlink(wpath[i]);
+	}
+	/* The last FIFO's read waited for a slot: its writer's bytes come. */
+	wfd = open(fifo[FIFOS - 1], O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	cr_assert_geq(wfd, 0, "no reader on the FIFO: %s", strerror(errno));
+	cr_assert_eq(write(wfd, "abc", 3), 3);
+	close(wfd);
+	while (fs[FIFOS - 1].calls == 0 && !st.timed_out)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert_eq(fs[FIFOS - 1].calls, 1);
+	cr_assert_eq(fs[FIFOS - 1].result, 3);
+	cr_assert_eq(memcmp(fbuf[FIFOS - 1], "abc", 3), 0);
+	for (int i = 0; i < FIFOS - 1; i++) {
+		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
+		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
+	}
+	rl_timer_cancel(loop, &timer);
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < FIFOS - 1; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert_eq(fs[i].result, -ECANCELED);
+	}
+	tclose(loop);
+}
+
 /* ------------------------------------------------------ character devices */
 
 /* /dev/null is empty; /dev/zero never ends, so a growing read_file of it

@@ -144,11 +144,10 @@ struct rl_options {
 	unsigned cq_entries; /* io_uring CQ entries; 0 = 16 * entries */
 	/* io_uring: the direct descriptor table; 0 = 1024, at most
 	 * RLIMIT_NOFILE. A read_file or write_file holds a slot from its
-	 * open to its close, and waits in the loop while none is free. So
-	 * when every slot is held by a request that does not end (1024
-	 * read_files of FIFOs nobody writes to), the loop's other
-	 * read_files and write_files wait until one ends or is cancelled;
-	 * the epoll backend's do not (its slow lane holds fds instead). */
+	 * open to its close, and waits in the loop while none is free.
+	 * When none has come free for 10 ms (every slot held by requests
+	 * that do not end, such as read_files of FIFOs nobody writes to),
+	 * the waiting ones run on plain fds instead, one step at a time. */
 	unsigned direct_slots;
 	unsigned iowq_max;	 /* io-wq worker cap (bounded and unbounded);
 				 * 0 = the kernel's default */
