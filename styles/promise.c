@@ -387,9 +387,12 @@ static rl_promise *owner_if_same(rl_promise *src, struct rl_value value)
 static void start_adopt(rl_promise *p, rl_promise *q)
 {
 	if (q == p) {
-		/* JavaScript rejects a self-resolution with a TypeError. */
-		rl_promise_unref(q);
+		/* JavaScript rejects a self-resolution with a TypeError.
+		 * Settle before dropping q: the reference to q may be the
+		 * caller's only one to p (rl_promise_adopt(p, p)), and p
+		 * must not be freed before it is settled. */
 		rl__settle(p, -EDEADLK, (struct rl_value){ 0, NULL }, NULL);
+		rl_promise_unref(q);
 		return;
 	}
 	p->locked = 1;
