@@ -188,10 +188,13 @@ rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx, const char *path,
 					 void *buf, size_t cap)
 {
-	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+	rl_promise *refused;
+	/* Refused by a closing context like the others: a submission that
+	 * failed, so buf stays the caller's (the rejection's p is NULL). */
+	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op,
 			    rl_fs_read_file(ctx->loop, &op->u.req, path, buf,
 					    cap, RL_READ_FILE_GROW, grow_cb));
@@ -243,14 +246,18 @@ rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 		op, rl_fs_stat(ctx->loop, &op->u.req, path, stx, req_cb));
 }
 
-/* The shape of every request below. */
-#define PROMISE_SUBMIT(call)                                         \
-	do {                                                         \
-		struct rl__op *op = ctx ? op_new(ctx, false) : NULL; \
-                                                                     \
-		if (!op)                                             \
-			return NULL;                                 \
-		return op_submitted(op, (call));                     \
+/* The shape of every request below. It goes through op_start() too: a
+ * reaction run by the loop's close must get a rejected promise, not a
+ * request that still runs (the loop only refuses new requests once the
+ * close hooks are done), so a chain of them cannot keep the close going. */
+#define PROMISE_SUBMIT(call)                                           \
+	do {                                                           \
+		rl_promise *refused;                                   \
+		struct rl__op *op = op_start(ctx, false, &refused);    \
+                                                                       \
+		if (!op)                                               \
+			return refused;                                \
+		return op_submitted(op, (call));                       \
 	} while (0)
 
 rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,
