@@ -22,6 +22,7 @@ struct rl__op {
 	rl_promise *p;
 	struct rl__op *prev, *next; /* the context's ops in flight */
 	bool timer;
+	bool cancelled; /* a timer: rl_promise_cancel() stopped it */
 };
 
 size_t rl__op_size(void)
@@ -49,6 +50,7 @@ static struct rl__op *op_new(rl_promise_ctx *ctx, bool timer)
 	else
 		rl_req_init(&op->u.req);
 	op->timer = timer;
+	op->cancelled = false;
 	op->p->u.op = op; /* rl_promise_cancel() finds the request */
 	return op;
 }
@@ -76,7 +78,8 @@ void rl__ops_cancel_all(rl_promise_ctx *ctx)
 {
 	for (struct rl__op *op = ctx->in_flight; op; op = op->next) {
 		if (op->timer)
-			rl_timer_cancel(ctx->loop, &op->u.timer);
+			op->cancelled |= rl_timer_cancel(ctx->loop,
+							 &op->u.timer) == 0;
 		else
 			rl_cancel(ctx->loop, &op->u.req);
 	}
@@ -376,6 +379,7 @@ rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms)
 int rl_promise_cancel(rl_promise *p)
 {
 	struct rl__op *op;
+	int ret;
 
 	if (p && p->pkind == RL__P_CONN_READ)
 		return rl__conn_read_cancel(p);
@@ -384,9 +388,18 @@ int rl_promise_cancel(rl_promise *p)
 	op = p->u.op;
 	if (!op || p->state != RL_PROMISE_PENDING)
 		return -ENOENT;
-	if (op->timer)
-		return rl_timer_cancel(p->ctx->loop, &op->u.timer);
-	return rl_cancel(p->ctx->loop, &op->u.req);
+	if (!op->timer)
+		return rl_cancel(p->ctx->loop, &op->u.req);
+	/* A cancelled timer owes its -ECANCELED callback until the next
+	 * batch, and rl_timer_cancel() says -ENOENT for it, as for a timer
+	 * that has fired; promise.h promises -EALREADY, as rl_cancel() of
+	 * a request says, and rl_promise_timeout() relies on it. */
+	if (op->cancelled)
+		return -EALREADY;
+	ret = rl_timer_cancel(p->ctx->loop, &op->u.timer);
+	if (ret == 0)
+		op->cancelled = true;
+	return ret;
 }
 
 /* ------------------------------------------- for the other operations */
