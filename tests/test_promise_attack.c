@@ -1242,3 +1242,83 @@ BACKEND_TEST(promise_attack, loop_close_with_10000_pending)
 	if (r.err)
 		cr_assert_eq(r.last_err, -ECANCELED);
 }
+
+/*
+ * A timeout over a promise that is not a request (the program's own, a
+ * then) when the loop closes: the close cancels the timeout's timer, and
+ * the timeout rejects with -ECANCELED, as every timer and request promise
+ * of the context does, instead of staying pending for ever with its
+ * reactions never run. A timeout made by a reaction during the close
+ * (its sleep refused) rejects the same way.
+ */
+struct tclose_during {
+	rl_promise_ctx *ctx;
+	rl_promise *plain;
+	struct count c;
+};
+
+static void timeout_during_close(struct rl_outcome *o, void *arg)
+{
+	struct tclose_during *t = arg;
+
+	(void)o;
+	rl_promise_unref(rl_then(rl_promise_timeout(rl_promise_ref(t->plain),
+						    10),
+				 count_ok, count_err, &t->c));
+}
+
+CORE_TEST(promise_attack, timeout_of_a_plain_promise_at_loop_close)
+{
+	alarm(30);
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	struct tclose_during t = { .ctx = ctx };
+	struct count c = { 0 }, k = { 0 };
+	rl_promise *p = rl_promise_new(ctx);
+
+	t.plain = p;
+	rl_promise_unref(rl_then(rl_promise_timeout(rl_promise_ref(p), 100000),
+				 count_ok, count_err, &c));
+	rl_promise_unref(rl_then(
+		rl_promise_timeout(rl_then(rl_promise_ref(p), NULL, NULL, NULL),
+				   100000),
+		count_ok, count_err, &k));
+	rl_promise_unref(rl_then(rl_promise_sleep(ctx, 100000), NULL,
+				 timeout_during_close, &t));
+	for (int i = 0; i < 3; i++)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(c.ok + c.err + k.ok + k.err, 0);
+	tclose(loop);
+	cr_assert_eq(c.err, 1);
+	cr_assert_eq(c.last_err, -ECANCELED);
+	cr_assert_eq(k.err, 1);
+	cr_assert_eq(k.last_err, -ECANCELED);
+	cr_assert_eq(t.c.err, 1);
+	cr_assert_eq(t.c.last_err, -ECANCELED);
+	cr_assert_eq(c.ok + k.ok + t.c.ok, 0);
+}
+
+/* rl_promise_ctx_close() from inside a subscription, the way a resumed
+ * coroutine may: with the source dropped and nothing else queued, it
+ * closes, and nothing of the context is touched after (ASan checks). */
+static int sub_close_ret = 1;
+
+static void close_in_subscription(rl_promise *p, void *arg)
+{
+	rl_promise_unref(p);
+	sub_close_ret = rl_promise_ctx_close(arg);
+}
+
+CORE_TEST(promise_attack, ctx_close_from_a_subscription)
+{
+	alarm(30);
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+
+	cr_assert_eq(rl_promise_subscribe(rl_promise_resolved(ctx, V(1)),
+					  close_in_subscription, ctx),
+		     0);
+	trun(loop);
+	cr_assert_eq(sub_close_ret, 0);
+	tclose(loop);
+}

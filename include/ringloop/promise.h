@@ -467,7 +467,9 @@ int rl_promise_cancel(rl_promise *p);
  * takes p's outcome, when the request finished before the cancel reached
  * it (so a receive that got data is never reported as timed out, and its
  * bytes are never lost). For any other p, the timeout rejects with
- * -ETIMEDOUT when the sleep ends, and p goes on. A timeout longer than
+ * -ETIMEDOUT when the sleep ends, and p goes on; if the loop closes
+ * first (its close cancels the sleep), the timeout rejects with
+ * -ECANCELED, as a request p would. A timeout longer than
  * RL_TIMEOUT_MAX_MS (ringloop.h) rejects with -EINVAL at once, and p goes
  * on. Consumes the reference to p; NULL when p is NULL or memory runs
  * out.
