@@ -395,6 +395,15 @@ static void start_adopt(rl_promise *p, rl_promise *q)
 		rl_promise_unref(q);
 		return;
 	}
+	if (q->ctx != p->ctx) {
+		/* A promise of another context (another loop): its waiting
+		 * list and microtasks are counted in its own context, and
+		 * p's would be run and counted there (neither context
+		 * could close after). Refused, as rl_promise_adopt() does. */
+		rl_promise_unref(q);
+		rl__settle(p, -EXDEV, (struct rl_value){ 0, NULL }, NULL);
+		return;
+	}
 	p->locked = 1;
 	p->refs++;
 	p->w.kind = RL__W_ADOPT_JOB;
@@ -442,7 +451,13 @@ static void run_finally(rl_promise *p, rl_promise *src)
 	rl_promise *q, *t;
 
 	p->u.h.ok(&o, p->u.h.arg);
-	if (o.adopt) {
+	if (o.adopt && o.adopt->ctx != p->ctx) {
+		/* t would wait on another context's promise: start_adopt()
+		 * says why that is refused. */
+		rl_promise_unref(o.adopt);
+		rl__settle(p, -EXDEV, (struct rl_value){ 0, NULL }, NULL);
+		return;
+	} else if (o.adopt) {
 		q = o.adopt;
 	} else if (o.err < 0) {
 		rl__settle(p, o.err, o.value, owner_if_same(src, o.value));
@@ -607,6 +622,10 @@ int rl_promise_adopt(rl_promise *p, rl_promise *q)
 	    p->pkind != RL__P_PLAIN) {
 		rl_promise_unref(q);
 		return -EALREADY;
+	}
+	if (q->ctx != p->ctx) {
+		rl_promise_unref(q);
+		return -EXDEV; /* see start_adopt() */
 	}
 	start_adopt(p, q);
 	return 0;

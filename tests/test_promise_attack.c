@@ -1322,3 +1322,54 @@ CORE_TEST(promise_attack, ctx_close_from_a_subscription)
 	cr_assert_eq(sub_close_ret, 0);
 	tclose(loop);
 }
+
+/*
+ * Promises of two contexts (two loops on one thread) mixed: a promise
+ * adopting one of another context, a reaction handing one back, a
+ * combinator given one. Their records and counters belong to one
+ * context each (a microtask counted in one context and run from the
+ * other left a context that never closes: rl_loop_close() spun for
+ * ever). They are refused with -EXDEV, and both loops close.
+ */
+static rl_promise *foreign;
+
+static void adopt_foreign(struct rl_outcome *o, void *arg)
+{
+	(void)arg;
+	o->adopt = rl_promise_ref(foreign);
+}
+
+CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
+{
+	alarm(20);
+	rl_loop *la = tloop(tp), *lb = tloop(tp);
+	rl_promise_ctx *a = topen(la), *b = topen(lb);
+	rl_promise *p = rl_promise_new(a), *d, *c;
+
+	foreign = rl_promise_new(b);
+	cr_assert_eq(rl_promise_adopt(p, rl_promise_ref(foreign)), -EXDEV);
+	expect(p, RL_PROMISE_PENDING, 0, 0);
+	d = rl_then(rl_promise_resolved(a, V(1)), adopt_foreign, NULL, NULL);
+	c = rl_all(a,
+		   (rl_promise *[]){ rl_promise_ref(p),
+				     rl_promise_ref(foreign) },
+		   2);
+	cr_assert_not_null(c);
+	trun(la);
+	trun(lb);
+	expect(d, RL_PROMISE_REJECTED, -EXDEV, 0);
+	expect(c, RL_PROMISE_REJECTED, -EXDEV, 0);
+	cr_assert_eq(rl_promise_resolve(foreign, V(2)), 0);
+	cr_assert_eq(rl_promise_resolve(p, V(3)), 0);
+	trun(lb);
+	trun(la);
+	rl_promise_unref(foreign);
+	rl_promise_unref(p);
+	rl_promise_unref(d);
+	rl_promise_unref(c);
+	/* lb first, by hand: tclose() counts every fd open, lb's too. */
+	cr_assert_eq(rl_promise_ctx_live(b), 0);
+	cr_assert_eq(rl_promise_ctx_close(b), 0);
+	cr_assert_eq(rl_loop_close(lb), 0);
+	tend(la, a);
+}

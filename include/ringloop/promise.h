@@ -92,7 +92,12 @@
  * keeps the owner alive too, so the pointer stays good down the chain.
  * Buffers and structs the caller passed in (buf, stx) stay the caller's.
  *
- * All of this must be called on the loop thread.
+ * All of this must be called on the loop thread. Promises of different
+ * contexts (two loops, even on one thread) do not mix: a promise adopting
+ * one of another context (rl_promise_adopt() says -EXDEV; a reaction's
+ * adopt rejects the derived promise with -EXDEV), and a combinator given
+ * one (its promise rejects with -EXDEV), are refused. Across loops, use
+ * rl_promise_remote_new().
  */
 #ifndef RL_PROMISE_H
 #define RL_PROMISE_H
