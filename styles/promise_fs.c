@@ -78,8 +78,8 @@ void rl__ops_cancel_all(rl_promise_ctx *ctx)
 {
 	for (struct rl__op *op = ctx->in_flight; op; op = op->next) {
 		if (op->timer)
-			op->cancelled |= rl_timer_cancel(ctx->loop,
-							 &op->u.timer) == 0;
+			op->cancelled |=
+				rl_timer_cancel(ctx->loop, &op->u.timer) == 0;
 		else
 			rl_cancel(ctx->loop, &op->u.req);
 	}
@@ -253,14 +253,14 @@ rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
  * reaction run by the loop's close must get a rejected promise, not a
  * request that still runs (the loop only refuses new requests once the
  * close hooks are done), so a chain of them cannot keep the close going. */
-#define PROMISE_SUBMIT(call)                                           \
-	do {                                                           \
-		rl_promise *refused;                                   \
-		struct rl__op *op = op_start(ctx, false, &refused);    \
-                                                                       \
-		if (!op)                                               \
-			return refused;                                \
-		return op_submitted(op, (call));                       \
+#define PROMISE_SUBMIT(call)                                        \
+	do {                                                        \
+		rl_promise *refused;                                \
+		struct rl__op *op = op_start(ctx, false, &refused); \
+                                                                    \
+		if (!op)                                            \
+			return refused;                             \
+		return op_submitted(op, (call));                    \
 	} while (0)
 
 rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,

@@ -112,8 +112,8 @@ CORE_TEST(promise_attack, reaction_adopts_its_own_promise)
 	struct count c = { 0 };
 	rl_promise *d;
 
-	self_of = rl_then(rl_promise_resolved(ctx, V(1)), adopt_self, NULL,
-			  NULL);
+	self_of =
+		rl_then(rl_promise_resolved(ctx, V(1)), adopt_self, NULL, NULL);
 	d = rl_then(rl_promise_ref(self_of), count_ok, count_err, &c);
 	trun(loop);
 	expect(self_of, RL_PROMISE_REJECTED, -EDEADLK, 0);
@@ -246,13 +246,13 @@ CORE_TEST(promise_attack, unsubscribe_from_inside_a_subscription)
 	g_subs = &s;
 	s.p = rl_promise_new(ctx);
 	s.pending = rl_promise_new(ctx);
-	cr_assert_eq(
-		rl_promise_subscribe(rl_promise_ref(s.p), sub_first, NULL), 0);
+	cr_assert_eq(rl_promise_subscribe(rl_promise_ref(s.p), sub_first, NULL),
+		     0);
 	cr_assert_eq(rl_promise_subscribe(rl_promise_ref(s.p), sub_counted,
 					  (void *)1),
 		     0);
-	cr_assert_eq(rl_promise_subscribe(rl_promise_ref(s.pending),
-					  sub_first, NULL),
+	cr_assert_eq(rl_promise_subscribe(rl_promise_ref(s.pending), sub_first,
+					  NULL),
 		     0);
 	cr_assert_eq(rl_promise_resolve(s.p, V(3)), 0);
 	/* Settled: the subscriptions are queued and cannot be withdrawn. */
@@ -268,8 +268,8 @@ CORE_TEST(promise_attack, unsubscribe_from_inside_a_subscription)
 	cr_assert_eq(rl_promise_resolve(s.pending, V(1)), 0);
 	trun(loop);
 	cr_assert_eq(s.calls[0], 1);
-	cr_assert_eq(
-		rl_promise_unsubscribe(s.pending, sub_first, NULL), -ENOENT);
+	cr_assert_eq(rl_promise_unsubscribe(s.pending, sub_first, NULL),
+		     -ENOENT);
 	rl_promise_unref(s.p);
 	rl_promise_unref(s.pending);
 	tend(loop, ctx);
@@ -286,9 +286,9 @@ CORE_TEST(promise_attack, subscribe_settled_and_twice)
 	rl_promise *p = rl_promise_resolved(ctx, V(4)), *q;
 
 	g_subs = &s;
-	cr_assert_eq(rl_promise_subscribe(rl_promise_ref(p), sub_counted,
-					  (void *)2),
-		     0);
+	cr_assert_eq(
+		rl_promise_subscribe(rl_promise_ref(p), sub_counted, (void *)2),
+		0);
 	cr_assert_eq(s.calls[2], 0, "ran inside subscribe");
 	q = rl_promise_new(ctx);
 	for (int i = 0; i < 3; i++)
@@ -331,9 +331,10 @@ CORE_TEST(promise_attack, combinators_of_one)
 				if (!late)
 					bad ? rl_promise_reject(in, -EIO)
 					    : rl_promise_resolve(in, V(7));
-				c = fns[k](ctx, (rl_promise *[]){
-						      rl_promise_ref(in) },
-					   1);
+				c = fns[k](
+					ctx,
+					(rl_promise *[]){ rl_promise_ref(in) },
+					1);
 				if (late)
 					bad ? rl_promise_reject(in, -EIO)
 					    : rl_promise_resolve(in, V(7));
@@ -354,11 +355,10 @@ CORE_TEST(promise_attack, combinators_of_one)
 				case 1: /* all_settled */
 					cr_assert_eq(r.err, 0);
 					cr_assert_eq(r.value.i, 1);
-					cr_assert_eq(
-						((struct rl_settlement *)
-							 r.value.p)[0]
-							.err,
-						bad ? -EIO : 0);
+					cr_assert_eq(((struct rl_settlement *)
+							      r.value.p)[0]
+							     .err,
+						     bad ? -EIO : 0);
 					break;
 				case 2: /* any */
 					cr_assert_eq(r.err,
@@ -393,12 +393,11 @@ CORE_TEST(promise_attack, same_input_twice)
 		   (rl_promise *[]){ rl_promise_ref(p), rl_promise_ref(p),
 				     rl_promise_ref(p) },
 		   3);
-	s = rl_all_settled(ctx,
-			   (rl_promise *[]){ rl_promise_ref(p),
-					     rl_promise_ref(p) },
-			   2);
-	y = rl_any(ctx, (rl_promise *[]){ rl_promise_ref(p), rl_promise_ref(p) },
-		   2);
+	s = rl_all_settled(
+		ctx, (rl_promise *[]){ rl_promise_ref(p), rl_promise_ref(p) },
+		2);
+	y = rl_any(ctx,
+		   (rl_promise *[]){ rl_promise_ref(p), rl_promise_ref(p) }, 2);
 	r = rl_race(ctx,
 		    (rl_promise *[]){ rl_promise_ref(p), rl_promise_ref(p) },
 		    2);
@@ -473,8 +472,7 @@ CORE_TEST(promise_attack, combinators_of_100000)
 	cr_assert_eq(rl_promise_result(a, &out), RL_PROMISE_FULFILLED);
 	cr_assert_eq(out.value.i, BIG);
 	for (size_t i = 0; i < BIG; i++)
-		cr_assert_eq(((struct rl_value *)out.value.p)[i].i,
-			     (int64_t)i);
+		cr_assert_eq(((struct rl_value *)out.value.p)[i].i, (int64_t)i);
 	cr_assert_eq(rl_promise_result(s, &out), RL_PROMISE_FULFILLED);
 	for (size_t i = 0; i < BIG; i++) {
 		struct rl_settlement *e = (struct rl_settlement *)out.value.p;
@@ -761,8 +759,8 @@ CORE_TEST(promise_attack, timers_100000_same_deadline_in_start_order)
 	trun(loop);
 	cr_assert_eq(fired_n, BIG);
 	for (uint32_t i = 0; i < BIG; i++)
-		cr_assert_eq(fired_order[i], i, "%u fired %u-th", fired_order[i],
-			     i);
+		cr_assert_eq(fired_order[i], i, "%u fired %u-th",
+			     fired_order[i], i);
 	free(t);
 	free(fired_order);
 	tclose(loop);
@@ -864,12 +862,12 @@ BACKEND_TEST(promise_attack, huge_timer_timeouts)
 		     -EINVAL);
 	cr_assert_eq(rl_timer_start(loop, &bad, 1, UINT64_MAX, huge_cb),
 		     -EINVAL);
-	cr_assert_eq(rl_timer_start(loop, &bad, RL_TIMEOUT_MAX_MS + 1, 0,
-				    huge_cb),
-		     -EINVAL);
-	cr_assert_eq(rl_timer_stop(loop, &bad), -ENOENT);
 	cr_assert_eq(
-		rl_timer_start(loop, &big, RL_TIMEOUT_MAX_MS, 0, huge_cb), 0);
+		rl_timer_start(loop, &bad, RL_TIMEOUT_MAX_MS + 1, 0, huge_cb),
+		-EINVAL);
+	cr_assert_eq(rl_timer_stop(loop, &bad), -ENOENT);
+	cr_assert_eq(rl_timer_start(loop, &big, RL_TIMEOUT_MAX_MS, 0, huge_cb),
+		     0);
 	cr_assert_eq(rl_timer_start(loop, &rep, RL_TIMEOUT_MAX_MS,
 				    RL_TIMEOUT_MAX_MS, huge_cb),
 		     0);
@@ -906,8 +904,7 @@ static void *remote_thread(void *arg)
 		if (i % 3 == 2)
 			rl_promise_remote_reject(w->r[i], -(w->base + i + 1));
 		else
-			rl_promise_remote_resolve(
-				w->r[i], V(w->base + i));
+			rl_promise_remote_resolve(w->r[i], V(w->base + i));
 	}
 	return NULL;
 }
@@ -1146,11 +1143,11 @@ static void start_during_close(struct rl_outcome *o, void *arg)
 	for (int i = 0; i < n; i++) {
 		struct rl_settlement r = { 0 };
 
-		d->states[i] = rl_promise_result(ps[i], &r) ==
-					       RL_PROMISE_REJECTED &&
-				       r.err == -ECANCELED
-			? 1
-			: -(int)rl_promise_state(ps[i]) - 1;
+		d->states[i] =
+			rl_promise_result(ps[i], &r) == RL_PROMISE_REJECTED &&
+					r.err == -ECANCELED
+				? 1
+				: -(int)rl_promise_state(ps[i]) - 1;
 		rl_promise_unref(ps[i]);
 	}
 }
@@ -1262,9 +1259,9 @@ static void timeout_during_close(struct rl_outcome *o, void *arg)
 	struct tclose_during *t = arg;
 
 	(void)o;
-	rl_promise_unref(rl_then(rl_promise_timeout(rl_promise_ref(t->plain),
-						    10),
-				 count_ok, count_err, &t->c));
+	rl_promise_unref(
+		rl_then(rl_promise_timeout(rl_promise_ref(t->plain), 10),
+			count_ok, count_err, &t->c));
 }
 
 CORE_TEST(promise_attack, timeout_of_a_plain_promise_at_loop_close)
@@ -1350,10 +1347,10 @@ CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
 	cr_assert_eq(rl_promise_adopt(p, rl_promise_ref(foreign)), -EXDEV);
 	expect(p, RL_PROMISE_PENDING, 0, 0);
 	d = rl_then(rl_promise_resolved(a, V(1)), adopt_foreign, NULL, NULL);
-	c = rl_all(a,
-		   (rl_promise *[]){ rl_promise_ref(p),
-				     rl_promise_ref(foreign) },
-		   2);
+	c = rl_all(
+		a,
+		(rl_promise *[]){ rl_promise_ref(p), rl_promise_ref(foreign) },
+		2);
 	cr_assert_not_null(c);
 	trun(la);
 	trun(lb);
@@ -1372,4 +1369,88 @@ CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
 	cr_assert_eq(rl_promise_ctx_close(b), 0);
 	cr_assert_eq(rl_loop_close(lb), 0);
 	tend(la, a);
+}
+
+/*
+ * The timer heap under churn: 20,000 timers with few distinct deadlines,
+ * a third stopped or cancelled before they fire and more from the
+ * callbacks of others in the same pass. Every timer that fires does so
+ * in (deadline, start) order, each cancelled one calls back once with
+ * -ECANCELED, a stopped one never.
+ */
+#define CHURN 20000
+
+struct churn {
+	rl_loop *loop;
+	rl_timer t[CHURN];
+	uint8_t ms[CHURN];
+	uint8_t fate[CHURN]; /* 0 fire, 1 cancelled, 2 stopped */
+	int fired[CHURN], cancels[CHURN];
+	int last_ms, last_i;
+	int order_ok;
+};
+
+static struct churn *g_churn;
+
+static void churn_cb(rl_timer *t, int status)
+{
+	struct churn *c = g_churn;
+	int i = (int)(t - c->t), j;
+
+	if (status < 0) {
+		c->cancels[i]++;
+		return;
+	}
+	c->fired[i]++;
+	if (c->ms[i] < c->last_ms || (c->ms[i] == c->last_ms && i < c->last_i))
+		c->order_ok = 0;
+	c->last_ms = c->ms[i];
+	c->last_i = i;
+	/* Strike a later timer of the same deadline or a later one. */
+	j = (int)(((unsigned)i * 7919u + 13u) % CHURN);
+	if (c->fate[j] == 0 && !c->fired[j] && j != i) {
+		if (i % 2) {
+			cr_assert_eq(rl_timer_cancel(c->loop, &c->t[j]), 0);
+			c->fate[j] = 1;
+		} else {
+			cr_assert_eq(rl_timer_stop(c->loop, &c->t[j]), 0);
+			c->fate[j] = 2;
+		}
+	}
+}
+
+CORE_TEST(promise_attack, timer_heap_under_churn)
+{
+	alarm(60);
+	struct churn *c = calloc(1, sizeof(*c));
+	rl_loop *loop = tloop(tp);
+
+	cr_assert_not_null(c);
+	g_churn = c;
+	c->loop = loop;
+	c->order_ok = 1;
+	c->last_ms = -1;
+	for (int i = 0; i < CHURN; i++) {
+		c->ms[i] = (uint8_t)(1 + (i * 31) % 5);
+		cr_assert_eq(
+			rl_timer_start(loop, &c->t[i], c->ms[i], 0, churn_cb),
+			0);
+	}
+	for (int i = 0; i < CHURN; i += 3) {
+		if (i % 2) {
+			cr_assert_eq(rl_timer_cancel(loop, &c->t[i]), 0);
+			c->fate[i] = 1;
+		} else {
+			cr_assert_eq(rl_timer_stop(loop, &c->t[i]), 0);
+			c->fate[i] = 2;
+		}
+	}
+	trun(loop);
+	cr_assert(c->order_ok, "fired out of (deadline, start) order");
+	for (int i = 0; i < CHURN; i++) {
+		cr_assert_eq(c->fired[i], c->fate[i] == 0, "timer %d", i);
+		cr_assert_eq(c->cancels[i], c->fate[i] == 1, "timer %d", i);
+	}
+	tclose(loop);
+	free(c);
 }
