@@ -1454,3 +1454,37 @@ CORE_TEST(promise_attack, timer_heap_under_churn)
 	tclose(loop);
 	free(c);
 }
+
+/* any() of 100,000 inputs that all reject, half of them before the call:
+ * one aggregate rejection, every input's error in input order. */
+CORE_TEST(promise_attack, any_of_100000_rejections)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	static rl_promise *p[BIG];
+	struct rl_settlement out;
+	struct rl_settlement *e;
+	rl_promise *y;
+
+	for (size_t i = 0; i < BIG; i++) {
+		p[i] = rl_promise_new(ctx);
+		if (i % 2)
+			rl_promise_reject(p[i], RL_EUSER - (int)i);
+		big_in[i] = rl_promise_ref(p[i]);
+	}
+	y = rl_any(ctx, big_in, BIG);
+	for (size_t i = 0; i < BIG; i += 2)
+		rl_promise_reject(p[i], RL_EUSER - (int)i);
+	trun(loop);
+	cr_assert_eq(rl_promise_result(y, &out), RL_PROMISE_REJECTED);
+	cr_assert_eq(out.err, RL_EAGGREGATE);
+	cr_assert_eq(out.value.i, BIG);
+	e = out.value.p;
+	for (size_t i = 0; i < BIG; i++)
+		cr_assert_eq(e[i].err, RL_EUSER - (int)i);
+	rl_promise_unref(y);
+	for (size_t i = 0; i < BIG; i++)
+		rl_promise_unref(p[i]);
+	tend(loop, ctx);
+}
