@@ -1488,3 +1488,35 @@ CORE_TEST(promise_attack, any_of_100000_rejections)
 		rl_promise_unref(p[i]);
 	tend(loop, ctx);
 }
+
+/* rl_promise_timeout(p, 0): a p settled already wins (its subscription
+ * comes first); a pending p loses at the next pass and goes on, and
+ * settling it later changes nothing and leaks nothing. */
+CORE_TEST(promise_attack, timeout_of_zero_ms)
+{
+	alarm(30);
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+	rl_promise *p = rl_promise_new(ctx), *a, *b, *c, *d;
+
+	a = rl_promise_timeout(rl_promise_resolved(ctx, V(5)), 0);
+	b = rl_promise_timeout(rl_promise_rejected(ctx, -EIO), 0);
+	c = rl_promise_timeout(rl_promise_ref(p), 0);
+	d = rl_then(rl_promise_ref(p), NULL, NULL, NULL);
+	expect(a, RL_PROMISE_PENDING, 0, 0);
+	trun(loop);
+	expect(a, RL_PROMISE_FULFILLED, 0, 5);
+	expect(b, RL_PROMISE_REJECTED, -EIO, 0);
+	expect(c, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
+	expect(d, RL_PROMISE_PENDING, 0, 0);
+	cr_assert_eq(rl_promise_resolve(p, V(6)), 0);
+	trun(loop);
+	expect(c, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
+	expect(d, RL_PROMISE_FULFILLED, 0, 6);
+	rl_promise_unref(a);
+	rl_promise_unref(b);
+	rl_promise_unref(c);
+	rl_promise_unref(d);
+	rl_promise_unref(p);
+	tend(loop, ctx);
+}
