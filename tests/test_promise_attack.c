@@ -1520,3 +1520,37 @@ CORE_TEST(promise_attack, timeout_of_zero_ms)
 	rl_promise_unref(p);
 	tend(loop, ctx);
 }
+
+/* The loop closes with 10,000 reads of an empty pipe in flight, which
+ * only the cancel ends: each reaction runs once, with -ECANCELED, and no
+ * byte is taken from the pipe. */
+static char pipe_bufs[NCLOSE][4];
+
+BACKEND_TEST(promise_attack, loop_close_with_10000_pipe_reads)
+{
+	alarm(120);
+	struct count r = { 0 };
+	rl_loop *loop;
+	rl_promise_ctx *ctx;
+	char rest[8];
+	int fds[2];
+
+	cr_assert_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+	loop = tloop(tp);
+	ctx = topen(loop);
+	for (int i = 0; i < NCLOSE; i++)
+		rl_promise_unref(rl_then(
+			rl_promise_fs_read(ctx, fds[0], pipe_bufs[i], 4, -1),
+			count_ok, count_err, &r));
+	for (int i = 0; i < 3; i++)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(r.ok + r.err, 0);
+	tclose(loop);
+	cr_assert_eq(r.err, NCLOSE);
+	cr_assert_eq(r.ok, 0);
+	cr_assert_eq(r.last_err, -ECANCELED);
+	cr_assert_eq(write(fds[1], "xyz", 3), 3);
+	cr_assert_eq(read(fds[0], rest, sizeof(rest)), 3);
+	close(fds[0]);
+	close(fds[1]);
+}
