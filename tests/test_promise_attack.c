@@ -1341,12 +1341,13 @@ CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
 	alarm(20);
 	rl_loop *la = tloop(tp), *lb = tloop(tp);
 	rl_promise_ctx *a = topen(la), *b = topen(lb);
-	rl_promise *p = rl_promise_new(a), *d, *c;
+	rl_promise *p = rl_promise_new(a), *d, *c, *f;
 
 	foreign = rl_promise_new(b);
 	cr_assert_eq(rl_promise_adopt(p, rl_promise_ref(foreign)), -EXDEV);
 	expect(p, RL_PROMISE_PENDING, 0, 0);
 	d = rl_then(rl_promise_resolved(a, V(1)), adopt_foreign, NULL, NULL);
+	f = rl_finally(rl_promise_resolved(a, V(1)), adopt_foreign, NULL);
 	c = rl_all(
 		a,
 		(rl_promise *[]){ rl_promise_ref(p), rl_promise_ref(foreign) },
@@ -1355,6 +1356,7 @@ CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
 	trun(la);
 	trun(lb);
 	expect(d, RL_PROMISE_REJECTED, -EXDEV, 0);
+	expect(f, RL_PROMISE_REJECTED, -EXDEV, 0);
 	expect(c, RL_PROMISE_REJECTED, -EXDEV, 0);
 	cr_assert_eq(rl_promise_resolve(foreign, V(2)), 0);
 	cr_assert_eq(rl_promise_resolve(p, V(3)), 0);
@@ -1363,6 +1365,7 @@ CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
 	rl_promise_unref(foreign);
 	rl_promise_unref(p);
 	rl_promise_unref(d);
+	rl_promise_unref(f);
 	rl_promise_unref(c);
 	/* lb first, by hand: tclose() counts every fd open, lb's too. */
 	cr_assert_eq(rl_promise_ctx_live(b), 0);
