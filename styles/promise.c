@@ -224,6 +224,10 @@ int rl_promise_ctx_close(rl_promise_ctx *ctx)
 	if (ctx->queued || ctx->inflight || ctx->dispatching || ctx->conns ||
 	    ctx->remotes)
 		return -EBUSY;
+	/* The loop's close has the context (a subscription it runs may
+	 * call us): close_with_loop() still uses it and frees it last. */
+	if (ctx->closed)
+		return -EBUSY;
 	rl_loop_off_close(ctx->loop, &ctx->close_hook);
 	ctx_free(ctx);
 	return 0;

@@ -1557,3 +1557,31 @@ BACKEND_TEST(promise_attack, loop_close_with_10000_pipe_reads)
 	close(fds[0]);
 	close(fds[1]);
 }
+
+/*
+ * A subscription run by the loop's close (a coroutine resumed there, say)
+ * that closes the context: the loop is closing it and will free it at
+ * its end, so rl_promise_ctx_close() says -EBUSY and frees nothing (it
+ * freed the context under the loop's close hook, which then read it and
+ * freed it again).
+ */
+static int close_during_close_ret = 1;
+
+static void close_in_close(rl_promise *p, void *arg)
+{
+	rl_promise_unref(p);
+	close_during_close_ret = rl_promise_ctx_close(arg);
+}
+
+CORE_TEST(promise_attack, ctx_close_from_a_subscription_run_by_loop_close)
+{
+	alarm(30);
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+
+	cr_assert_eq(rl_promise_subscribe(rl_promise_sleep(ctx, 100000),
+					  close_in_close, ctx),
+		     0);
+	tclose(loop);
+	cr_assert_eq(close_during_close_ret, -EBUSY);
+}

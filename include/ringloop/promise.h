@@ -22,8 +22,10 @@
  * the context reject with -ECANCELED at once. rl_promise_ctx_close()
  * before that frees the context when no request, timer or microtask of
  * it is in flight and no connection of it is open, and refuses (-EBUSY,
- * nothing freed) while one is, or when called from one of its own
- * reactions. Every promise handle becomes
+ * nothing freed) while one is, when called from one of its own
+ * reactions, or once the loop's close has begun (the loop frees it
+ * then, e.g. after a subscription that ran in that close called it).
+ * Every promise handle becomes
  * invalid once the context is freed. rl_promise_ctx_live() counts live
  * promises: 0 when everything was freed.
  *
@@ -150,7 +152,7 @@ int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out);
 /* Frees the context and its pools (see above): 0, or -EBUSY while a
  * request, timer or microtask of the context is still in flight, while a
  * connection of it is open or a handle of rl_promise_remote_new() is out,
- * or from inside one of its reactions. */
+ * from inside one of its reactions, or during the loop's close. */
 int rl_promise_ctx_close(rl_promise_ctx *ctx);
 
 /* Promises alive now (a debug count; 0 when nothing leaked). */
