@@ -1597,3 +1597,33 @@ CORE_TEST(promise_attack, ctx_close_from_a_subscription_run_by_loop_close)
 	tclose(loop);
 	cr_assert_eq(close_during_close_ret, -EBUSY);
 }
+
+/*
+ * rl_run(RL_RUN_ONCE) when a timer is already due as it is called (the
+ * program was busy): the batch it runs first fires it, and ONCE must
+ * return then, not go on to wait for the next event (here a timer due in
+ * 292 years: the loop slept for ever). The pattern it breaks: while
+ * (!done) rl_run(loop, RL_RUN_ONCE). Found by huge_timer_timeouts under
+ * Valgrind, whose slowness made the 20 ms timer due before rl_run().
+ */
+BACKEND_TEST(promise_attack, run_once_returns_after_a_due_timer)
+{
+	alarm(20); /* the bug sleeps for ever */
+	rl_loop *loop = tloop(tp);
+	rl_timer far = { 0 }, due = { 0 };
+	int ret;
+
+	huge_calls = small_calls = 0;
+	cr_assert_eq(rl_timer_start(loop, &far, RL_TIMEOUT_MAX_MS, 0, huge_cb),
+		     0);
+	cr_assert_eq(rl_timer_start(loop, &due, 1, 0, small_cb), 0);
+	usleep(20000); /* due is due before rl_run() looks */
+	ret = rl_run(loop, RL_RUN_ONCE);
+	cr_assert_eq(ret, 1);
+	cr_assert_eq(small_calls, 1);
+	cr_assert_eq(huge_calls, 0);
+	cr_assert_eq(rl_timer_cancel(loop, &far), 0);
+	trun(loop);
+	cr_assert_eq(huge_calls, 1000);
+	tclose(loop);
+}
