@@ -852,18 +852,6 @@ static void small_cb(rl_timer *t, int status)
 BACKEND_TEST(promise_attack, huge_timer_timeouts)
 {
 	alarm(30);
-	/*
-	 * UNRESOLVED: under Valgrind 3.19 (workers traced), this test hangs
-	 * on every backend: with the two RL_TIMEOUT_MAX_MS timers in the
-	 * heap, the loop's first wait is epoll_wait(..., INT_MAX ms) (seen
-	 * with --trace-syscalls; on io_uring it sits in io_cqring_wait)
-	 * although rl__timers_next_ns() says 20 ms just before rl_run().
-	 * Natively and under ASan the wait is the 20 ms it should be. Not
-	 * understood yet (a Valgrind artefact or a real overflow that only
-	 * shows there): left to the plain and sanitizer runs until it is.
-	 */
-	if (getenv("RL_VALGRIND"))
-		cr_skip_test("hangs under Valgrind, see the comment");
 	rl_loop *loop = tloop(tp);
 	rl_timer big = { 0 }, rep = { 0 }, small = { 0 }, bad = { 0 };
 
