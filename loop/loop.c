@@ -504,7 +504,12 @@ int rl__run(rl_loop *loop, enum rl_run_mode mode)
 	n += run_batch(loop);
 
 	while (!loop->stop && rl__alive(loop)) {
-		if (mode == RL_RUN_NOWAIT || has_work(loop))
+		/* ONCE whose first batch ran callbacks (timers due by the
+		 * time it was called) has run its batch: it looks at the
+		 * backend once more without sleeping, else it would wait
+		 * for the next event, maybe a timer due in years. */
+		if (mode == RL_RUN_NOWAIT || has_work(loop) ||
+		    (mode == RL_RUN_ONCE && n > 0))
 			timeout = 0;
 		else
 			timeout = rl__timers_next_ns(loop);

@@ -224,6 +224,10 @@ int rl_promise_ctx_close(rl_promise_ctx *ctx)
 	if (ctx->queued || ctx->inflight || ctx->dispatching || ctx->conns ||
 	    ctx->remotes)
 		return -EBUSY;
+	/* The loop's close has the context (a subscription it runs may
+	 * call us): close_with_loop() still uses it and frees it last. */
+	if (ctx->closed)
+		return -EBUSY;
 	rl_loop_off_close(ctx->loop, &ctx->close_hook);
 	ctx_free(ctx);
 	return 0;
@@ -387,9 +391,21 @@ static rl_promise *owner_if_same(rl_promise *src, struct rl_value value)
 static void start_adopt(rl_promise *p, rl_promise *q)
 {
 	if (q == p) {
-		/* JavaScript rejects a self-resolution with a TypeError. */
-		rl_promise_unref(q);
+		/* JavaScript rejects a self-resolution with a TypeError.
+		 * Settle before dropping q: the reference to q may be the
+		 * caller's only one to p (rl_promise_adopt(p, p)), and p
+		 * must not be freed before it is settled. */
 		rl__settle(p, -EDEADLK, (struct rl_value){ 0, NULL }, NULL);
+		rl_promise_unref(q);
+		return;
+	}
+	if (q->ctx != p->ctx) {
+		/* A promise of another context (another loop): its waiting
+		 * list and microtasks are counted in its own context, and
+		 * p's would be run and counted there (neither context
+		 * could close after). Refused, as rl_promise_adopt() does. */
+		rl_promise_unref(q);
+		rl__settle(p, -EXDEV, (struct rl_value){ 0, NULL }, NULL);
 		return;
 	}
 	p->locked = 1;
@@ -439,7 +455,13 @@ static void run_finally(rl_promise *p, rl_promise *src)
 	rl_promise *q, *t;
 
 	p->u.h.ok(&o, p->u.h.arg);
-	if (o.adopt) {
+	if (o.adopt && o.adopt->ctx != p->ctx) {
+		/* t would wait on another context's promise: start_adopt()
+		 * says why that is refused. */
+		rl_promise_unref(o.adopt);
+		rl__settle(p, -EXDEV, (struct rl_value){ 0, NULL }, NULL);
+		return;
+	} else if (o.adopt) {
 		q = o.adopt;
 	} else if (o.err < 0) {
 		rl__settle(p, o.err, o.value, owner_if_same(src, o.value));
@@ -604,6 +626,10 @@ int rl_promise_adopt(rl_promise *p, rl_promise *q)
 	    p->pkind != RL__P_PLAIN) {
 		rl_promise_unref(q);
 		return -EALREADY;
+	}
+	if (q->ctx != p->ctx) {
+		rl_promise_unref(q);
+		return -EXDEV; /* see start_adopt() */
 	}
 	start_adopt(p, q);
 	return 0;

@@ -124,11 +124,22 @@ static rl_promise *combine(rl_promise_ctx *ctx, rl_promise *const *ps, size_t n,
 	size_t esize = entry_size(kind), i;
 	rl_promise *c;
 
-	for (i = 0; i < n; i++)
+	bool foreign = false;
+
+	for (i = 0; i < n; i++) {
 		if (!ps[i])
 			break;
+		/* An input record of ours cannot wait on another context's
+		 * promise: that context would free it into its own pool,
+		 * and run and count its microtask. */
+		foreign |= ps[i]->ctx != ctx;
+	}
 	if (!ctx || (n && !ps) || i < n)
 		goto fail;
+	if (foreign) {
+		unref_from(ps, 0, n);
+		return rl_promise_rejected(ctx, -EXDEV);
+	}
 	c = rl__promise_alloc(ctx, RL__P_COMB, 1);
 	if (!c)
 		goto fail;

@@ -22,6 +22,7 @@ struct rl__op {
 	rl_promise *p;
 	struct rl__op *prev, *next; /* the context's ops in flight */
 	bool timer;
+	bool cancelled; /* a timer: rl_promise_cancel() stopped it */
 };
 
 size_t rl__op_size(void)
@@ -49,6 +50,7 @@ static struct rl__op *op_new(rl_promise_ctx *ctx, bool timer)
 	else
 		rl_req_init(&op->u.req);
 	op->timer = timer;
+	op->cancelled = false;
 	op->p->u.op = op; /* rl_promise_cancel() finds the request */
 	return op;
 }
@@ -76,7 +78,8 @@ void rl__ops_cancel_all(rl_promise_ctx *ctx)
 {
 	for (struct rl__op *op = ctx->in_flight; op; op = op->next) {
 		if (op->timer)
-			rl_timer_cancel(ctx->loop, &op->u.timer);
+			op->cancelled |=
+				rl_timer_cancel(ctx->loop, &op->u.timer) == 0;
 		else
 			rl_cancel(ctx->loop, &op->u.req);
 	}
@@ -188,10 +191,13 @@ rl_promise *rl_promise_fs_read_file(rl_promise_ctx *ctx, const char *path,
 rl_promise *rl_promise_fs_read_file_grow(rl_promise_ctx *ctx, const char *path,
 					 void *buf, size_t cap)
 {
-	struct rl__op *op = ctx ? op_new(ctx, false) : NULL;
+	rl_promise *refused;
+	/* Refused by a closing context like the others: a submission that
+	 * failed, so buf stays the caller's (the rejection's p is NULL). */
+	struct rl__op *op = op_start(ctx, false, &refused);
 
 	if (!op)
-		return NULL;
+		return refused;
 	return op_submitted(op,
 			    rl_fs_read_file(ctx->loop, &op->u.req, path, buf,
 					    cap, RL_READ_FILE_GROW, grow_cb));
@@ -243,14 +249,18 @@ rl_promise *rl_promise_fs_stat(rl_promise_ctx *ctx, const char *path,
 		op, rl_fs_stat(ctx->loop, &op->u.req, path, stx, req_cb));
 }
 
-/* The shape of every request below. */
-#define PROMISE_SUBMIT(call)                                         \
-	do {                                                         \
-		struct rl__op *op = ctx ? op_new(ctx, false) : NULL; \
-                                                                     \
-		if (!op)                                             \
-			return NULL;                                 \
-		return op_submitted(op, (call));                     \
+/* The shape of every request below. It goes through op_start() too: a
+ * reaction run by the loop's close must get a rejected promise, not a
+ * request that still runs (the loop only refuses new requests once the
+ * close hooks are done), so a chain of them cannot keep the close going. */
+#define PROMISE_SUBMIT(call)                                        \
+	do {                                                        \
+		rl_promise *refused;                                \
+		struct rl__op *op = op_start(ctx, false, &refused); \
+                                                                    \
+		if (!op)                                            \
+			return refused;                             \
+		return op_submitted(op, (call));                    \
 	} while (0)
 
 rl_promise *rl_promise_fs_readv(rl_promise_ctx *ctx, int fd,
@@ -369,6 +379,7 @@ rl_promise *rl_promise_sleep(rl_promise_ctx *ctx, uint64_t ms)
 int rl_promise_cancel(rl_promise *p)
 {
 	struct rl__op *op;
+	int ret;
 
 	if (p && p->pkind == RL__P_CONN_READ)
 		return rl__conn_read_cancel(p);
@@ -377,9 +388,18 @@ int rl_promise_cancel(rl_promise *p)
 	op = p->u.op;
 	if (!op || p->state != RL_PROMISE_PENDING)
 		return -ENOENT;
-	if (op->timer)
-		return rl_timer_cancel(p->ctx->loop, &op->u.timer);
-	return rl_cancel(p->ctx->loop, &op->u.req);
+	if (!op->timer)
+		return rl_cancel(p->ctx->loop, &op->u.req);
+	/* A cancelled timer owes its -ECANCELED callback until the next
+	 * batch, and rl_timer_cancel() says -ENOENT for it, as for a timer
+	 * that has fired; promise.h promises -EALREADY, as rl_cancel() of
+	 * a request says, and rl_promise_timeout() relies on it. */
+	if (op->cancelled)
+		return -EALREADY;
+	ret = rl_timer_cancel(p->ctx->loop, &op->u.timer);
+	if (ret == 0)
+		op->cancelled = true;
+	return ret;
 }
 
 /* ------------------------------------------- for the other operations */

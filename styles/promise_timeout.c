@@ -75,6 +75,23 @@ static void sleep_settled(rl_promise *sleep, void *arg)
 				d->waiting--;
 		}
 		/* -ENOENT: src has settled, its subscription is queued. */
+	} else if (sleep->state == RL_PROMISE_REJECTED &&
+		   d->out->state == RL_PROMISE_PENDING &&
+		   d->src->pkind != RL__P_REQ &&
+		   d->src->pkind != RL__P_CONN_READ) {
+		/* The sleep did not run its course and src did not end it:
+		 * the loop's close cancelled it (or refused it, for a
+		 * timeout made during the close). A request src is
+		 * cancelled by the close too and decides by itself, with
+		 * its real result if it had one; any other src may never
+		 * settle, and the timeout would stay pending for ever,
+		 * its reactions never run, where the context's timers
+		 * reject with -ECANCELED. It takes the sleep's error. (Asked
+		 * of pkind, not of rl_promise_cancel(), which would cancel a
+		 * connection's read when the sleep failed to start.) */
+		rl__settle(d->out, sleep->err, none, NULL);
+		if (rl_promise_unsubscribe(d->src, src_settled, d) == 0)
+			d->waiting--;
 	}
 	rl_promise_unref(sleep);
 	finish(d);

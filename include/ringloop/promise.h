@@ -22,8 +22,10 @@
  * the context reject with -ECANCELED at once. rl_promise_ctx_close()
  * before that frees the context when no request, timer or microtask of
  * it is in flight and no connection of it is open, and refuses (-EBUSY,
- * nothing freed) while one is, or when called from one of its own
- * reactions. Every promise handle becomes
+ * nothing freed) while one is, when called from one of its own
+ * reactions, or once the loop's close has begun (the loop frees it
+ * then, e.g. after a subscription that ran in that close called it).
+ * Every promise handle becomes
  * invalid once the context is freed. rl_promise_ctx_live() counts live
  * promises: 0 when everything was freed.
  *
@@ -92,7 +94,12 @@
  * keeps the owner alive too, so the pointer stays good down the chain.
  * Buffers and structs the caller passed in (buf, stx) stay the caller's.
  *
- * All of this must be called on the loop thread.
+ * All of this must be called on the loop thread. Promises of different
+ * contexts (two loops, even on one thread) do not mix: a promise adopting
+ * one of another context (rl_promise_adopt() says -EXDEV; a reaction's
+ * adopt rejects the derived promise with -EXDEV), and a combinator given
+ * one (its promise rejects with -EXDEV), are refused. Across loops, use
+ * rl_promise_remote_new().
  */
 #ifndef RL_PROMISE_H
 #define RL_PROMISE_H
@@ -145,7 +152,7 @@ int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out);
 /* Frees the context and its pools (see above): 0, or -EBUSY while a
  * request, timer or microtask of the context is still in flight, while a
  * connection of it is open or a handle of rl_promise_remote_new() is out,
- * or from inside one of its reactions. */
+ * from inside one of its reactions, or during the loop's close. */
 int rl_promise_ctx_close(rl_promise_ctx *ctx);
 
 /* Promises alive now (a debug count; 0 when nothing leaked). */
@@ -467,7 +474,9 @@ int rl_promise_cancel(rl_promise *p);
  * takes p's outcome, when the request finished before the cancel reached
  * it (so a receive that got data is never reported as timed out, and its
  * bytes are never lost). For any other p, the timeout rejects with
- * -ETIMEDOUT when the sleep ends, and p goes on. A timeout longer than
+ * -ETIMEDOUT when the sleep ends, and p goes on; if the loop closes
+ * first (its close cancels the sleep), the timeout rejects with
+ * -ECANCELED, as a request p would. A timeout longer than
  * RL_TIMEOUT_MAX_MS (ringloop.h) rejects with -EINVAL at once, and p goes
  * on. Consumes the reference to p; NULL when p is NULL or memory runs
  * out.
