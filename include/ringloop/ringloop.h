@@ -309,7 +309,9 @@ const char *rl_loop_ring(const rl_loop *loop);
 
 enum rl_run_mode {
 	RL_RUN_DEFAULT = 0, /* until nothing is alive, or rl_stop() */
-	RL_RUN_ONCE = 1,    /* wait for one batch of completions, run it */
+	RL_RUN_ONCE = 1,    /* wait for one batch of completions, run it;
+			     * when callbacks were due already (timers),
+			     * run them and what is ready, not waiting */
 	RL_RUN_NOWAIT = 2,  /* run what is ready without waiting */
 };
 
