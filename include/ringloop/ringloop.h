@@ -706,6 +706,10 @@ struct rl_timer {
  * callback. */
 void rl_timer_init(rl_timer *timer);
 
+/* The timeout counts from the loop's now (rl_now_ms()), taken once per
+ * iteration before its callbacks run, as libuv's timers do: a timer
+ * started by a callback that runs late in a long batch fires up to that
+ * much before timeout_ms have passed since the call. */
 int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 		   uint64_t repeat_ms, rl_timer_cb cb);
 
