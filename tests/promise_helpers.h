@@ -29,6 +29,22 @@ static inline struct rl_value V(int64_t i) {
 	return (struct rl_value){ i, NULL };
 }
 
+/* Checks p's state, and its error or integer value once settled. */
+static inline void
+texpect(rl_promise *p, enum rl_promise_state st, int err, int64_t i)
+{
+	struct rl_settlement r = { 1, { -1, NULL } };
+
+	cr_assert_eq(rl_promise_result(p, &r), st, "state %d, want %d",
+		     rl_promise_state(p), st);
+	if (st == RL_PROMISE_PENDING)
+		return;
+	cr_assert_eq(r.err, err, "err %d, want %d", r.err, err);
+	if (st == RL_PROMISE_FULFILLED)
+		cr_assert_eq(r.value.i, i, "value %ld, want %ld",
+			     (long)r.value.i, (long)i);
+}
+
 /* What a promise settled with, seen from a subscription (twatch()). */
 struct tsettled {
 	int calls;

@@ -21,20 +21,6 @@
 #include "promise_helpers.h"
 #include "ringloop/promise.h"
 
-static void expect(rl_promise *p, enum rl_promise_state st, int err, int64_t i)
-{
-	struct rl_settlement r = { 1, { -1, NULL } };
-
-	cr_assert_eq(rl_promise_result(p, &r), st, "state %d, want %d",
-		     rl_promise_state(p), st);
-	if (st == RL_PROMISE_PENDING)
-		return;
-	cr_assert_eq(r.err, err, "err %d, want %d", r.err, err);
-	if (st == RL_PROMISE_FULFILLED)
-		cr_assert_eq(r.value.i, i, "value %ld, want %ld",
-			     (long)r.value.i, (long)i);
-}
-
 struct count {
 	int ok, err;
 	int last_err;
@@ -80,14 +66,14 @@ CORE_TEST(promise_attack, adopt_itself_with_its_only_reference)
 	cr_assert_eq(c.ok, 0);
 	cr_assert_eq(c.err, 1);
 	cr_assert_eq(c.last_err, -EDEADLK);
-	expect(d, RL_PROMISE_REJECTED, -EDEADLK, 0);
+	texpect(d, RL_PROMISE_REJECTED, -EDEADLK, 0);
 	rl_promise_unref(d);
 	cr_assert_eq(rl_promise_ctx_live(ctx), 0);
 
 	/* With a reference kept: p rejects, later settles are refused. */
 	q = rl_promise_new(ctx);
 	cr_assert_eq(rl_promise_adopt(q, rl_promise_ref(q)), 0);
-	expect(q, RL_PROMISE_REJECTED, -EDEADLK, 0);
+	texpect(q, RL_PROMISE_REJECTED, -EDEADLK, 0);
 	cr_assert_eq(rl_promise_resolve(q, V(1)), -EALREADY);
 	cr_assert_eq(rl_promise_adopt(q, rl_promise_resolved(ctx, V(1))),
 		     -EALREADY);
@@ -117,7 +103,7 @@ CORE_TEST(promise_attack, reaction_adopts_its_own_promise)
 		rl_then(rl_promise_resolved(ctx, V(1)), adopt_self, NULL, NULL);
 	d = rl_then(rl_promise_ref(self_of), count_ok, count_err, &c);
 	trun(loop);
-	expect(self_of, RL_PROMISE_REJECTED, -EDEADLK, 0);
+	texpect(self_of, RL_PROMISE_REJECTED, -EDEADLK, 0);
 	cr_assert_eq(c.err, 1);
 	cr_assert_eq(c.ok, 0);
 	rl_promise_unref(self_of);
@@ -147,8 +133,8 @@ CORE_TEST(promise_attack, adoption_cycle_stays_pending)
 	cr_assert_eq(rl_promise_resolve(p, V(1)), -EALREADY);
 	cr_assert_eq(rl_promise_reject(q, -EIO), -EALREADY);
 	trun(loop); /* returns: nothing is queued or in flight */
-	expect(p, RL_PROMISE_PENDING, 0, 0);
-	expect(q, RL_PROMISE_PENDING, 0, 0);
+	texpect(p, RL_PROMISE_PENDING, 0, 0);
+	texpect(q, RL_PROMISE_PENDING, 0, 0);
 	cr_assert_eq(c.ok + c.err, 0);
 	rl_promise_unref(d);
 	rl_promise_unref(p);
@@ -194,9 +180,9 @@ CORE_TEST(promise_attack, settle_from_own_reaction)
 	cr_assert_eq(in.ret_self, -EALREADY);
 	cr_assert_eq(in.ret_other, 0);
 	cr_assert_eq(in.ret_derived, -EPERM);
-	expect(in.p, RL_PROMISE_FULFILLED, 0, 1);
-	expect(in.derived, RL_PROMISE_FULFILLED, 0, 11);
-	expect(o2, RL_PROMISE_REJECTED, -EPIPE, 0);
+	texpect(in.p, RL_PROMISE_FULFILLED, 0, 1);
+	texpect(in.derived, RL_PROMISE_FULFILLED, 0, 11);
+	texpect(o2, RL_PROMISE_REJECTED, -EPIPE, 0);
 	cr_assert_eq(c.err, 1);
 	rl_promise_unref(in.p);
 	rl_promise_unref(in.other);
@@ -404,8 +390,8 @@ CORE_TEST(promise_attack, same_input_twice)
 		    2);
 	cr_assert_eq(rl_promise_reject(p, -EIO), 0);
 	trun(loop);
-	expect(a, RL_PROMISE_REJECTED, -EIO, 0);
-	expect(r, RL_PROMISE_REJECTED, -EIO, 0);
+	texpect(a, RL_PROMISE_REJECTED, -EIO, 0);
+	texpect(r, RL_PROMISE_REJECTED, -EIO, 0);
 	cr_assert_eq(rl_promise_result(y, &out), RL_PROMISE_REJECTED);
 	cr_assert_eq(out.err, RL_EAGGREGATE);
 	cr_assert_eq(out.value.i, 2);
@@ -464,9 +450,9 @@ CORE_TEST(promise_attack, combinators_of_100000)
 	r = rl_race(ctx, big_in, BIG);
 	trun(loop);
 	/* race and any took the first settled input, index 1. */
-	expect(r, RL_PROMISE_FULFILLED, 0, 1);
-	expect(y, RL_PROMISE_FULFILLED, 0, 1);
-	expect(a, RL_PROMISE_PENDING, 0, 0);
+	texpect(r, RL_PROMISE_FULFILLED, 0, 1);
+	texpect(y, RL_PROMISE_FULFILLED, 0, 1);
+	texpect(a, RL_PROMISE_PENDING, 0, 0);
 	for (size_t i = 0; i < nl; i++)
 		rl_promise_resolve(late[i], V((int64_t)(2 * i)));
 	trun(loop);
@@ -589,36 +575,36 @@ CORE_TEST(promise_attack, sleep_and_timeout_at_the_edges)
 
 	/* 0 ms: due at once, but never inside the call. */
 	z = rl_promise_sleep(ctx, 0);
-	expect(z, RL_PROMISE_PENDING, 0, 0);
+	texpect(z, RL_PROMISE_PENDING, 0, 0);
 	/* Past RL_TIMEOUT_MAX_MS: -EINVAL at once, nothing started. */
 	huge = rl_promise_sleep(ctx, UINT64_MAX);
-	expect(huge, RL_PROMISE_REJECTED, -EINVAL, 0);
+	texpect(huge, RL_PROMISE_REJECTED, -EINVAL, 0);
 	rl_promise_unref(huge);
 	huge = rl_promise_sleep(ctx, RL_TIMEOUT_MAX_MS + 1);
-	expect(huge, RL_PROMISE_REJECTED, -EINVAL, 0);
+	texpect(huge, RL_PROMISE_REJECTED, -EINVAL, 0);
 	rl_promise_unref(huge);
 	/* The longest allowed is not "already due". */
 	max = rl_promise_sleep(ctx, RL_TIMEOUT_MAX_MS);
 	src = rl_promise_new(ctx);
 	t = rl_promise_timeout(rl_promise_ref(src), UINT64_MAX);
-	expect(t, RL_PROMISE_REJECTED, -EINVAL, 0);
+	texpect(t, RL_PROMISE_REJECTED, -EINVAL, 0);
 	t2 = rl_promise_timeout(rl_promise_ref(src), RL_TIMEOUT_MAX_MS);
 	for (int i = 0; i < 5; i++)
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	expect(z, RL_PROMISE_FULFILLED, 0, 0);
-	expect(max, RL_PROMISE_PENDING, 0, 0);
-	expect(t2, RL_PROMISE_PENDING, 0, 0);
+	texpect(z, RL_PROMISE_FULFILLED, 0, 0);
+	texpect(max, RL_PROMISE_PENDING, 0, 0);
+	texpect(t2, RL_PROMISE_PENDING, 0, 0);
 	/* The watched promise goes on after a refused timeout. */
 	cr_assert_eq(rl_promise_resolve(src, V(8)), 0);
 	for (int i = 0; i < 5; i++)
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	expect(t2, RL_PROMISE_FULFILLED, 0, 8);
-	expect(max, RL_PROMISE_PENDING, 0, 0);
+	texpect(t2, RL_PROMISE_FULFILLED, 0, 8);
+	texpect(max, RL_PROMISE_PENDING, 0, 0);
 	cr_assert_eq(rl_promise_cancel(max), 0);
 	cr_assert_eq(rl_promise_cancel(max), -EALREADY);
 	/* Returns: t2's timer went when src won, max's is cancelled. */
 	trun(loop);
-	expect(max, RL_PROMISE_REJECTED, -ECANCELED, 0);
+	texpect(max, RL_PROMISE_REJECTED, -ECANCELED, 0);
 	cr_assert_eq(rl_promise_cancel(max), -ENOENT);
 	rl_promise_unref(z);
 	rl_promise_unref(max);
@@ -643,10 +629,10 @@ CORE_TEST(promise_attack, timeout_loser_timer_is_cancelled)
 	fast = rl_promise_sleep(ctx, 1);
 	t2 = rl_promise_timeout(rl_promise_ref(fast), 100000);
 	trun(loop);
-	expect(t1, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
-	expect(slow, RL_PROMISE_REJECTED, -ECANCELED, 0);
-	expect(t2, RL_PROMISE_FULFILLED, 0, 0);
-	expect(fast, RL_PROMISE_FULFILLED, 0, 0);
+	texpect(t1, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
+	texpect(slow, RL_PROMISE_REJECTED, -ECANCELED, 0);
+	texpect(t2, RL_PROMISE_FULFILLED, 0, 0);
+	texpect(fast, RL_PROMISE_FULFILLED, 0, 0);
 	rl_promise_unref(slow);
 	rl_promise_unref(fast);
 	rl_promise_unref(t1);
@@ -688,7 +674,7 @@ BACKEND_TEST(promise_attack, pipe_read_and_timer_due_together)
 			cr_assert_eq(n, -1, "bytes read twice");
 		} else {
 			cr_assert_eq(o.err, -ETIMEDOUT, "err %d", o.err);
-			expect(rd, RL_PROMISE_REJECTED, -ECANCELED, 0);
+			texpect(rd, RL_PROMISE_REJECTED, -ECANCELED, 0);
 			cr_assert_eq(n, 10, "bytes lost");
 		}
 		rl_promise_unref(rd);
@@ -720,7 +706,7 @@ BACKEND_TEST(promise_attack, timed_out_pipe_read_takes_nothing)
 	cr_assert_eq(c.err, 1);
 	cr_assert_eq(c.ok, 0);
 	cr_assert_eq(c.last_err, -ETIMEDOUT);
-	expect(rd, RL_PROMISE_REJECTED, -ECANCELED, 0);
+	texpect(rd, RL_PROMISE_REJECTED, -ECANCELED, 0);
 	cr_assert_eq(write(fds[1], "abc", 3), 3);
 	for (int i = 0; i < 5; i++)
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -986,10 +972,10 @@ CORE_TEST(promise_attack, remote_twice_and_dropped)
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(c.ok, 1);
 	cr_assert_eq(c.err, 0);
-	expect(p, RL_PROMISE_FULFILLED, 0, 1);
+	texpect(p, RL_PROMISE_FULFILLED, 0, 1);
 	cr_assert_eq(rl_promise_ctx_close(ctx), -EBUSY); /* r3 is out */
 	rl_promise_remote_drop(r3);
-	expect(q, RL_PROMISE_PENDING, 0, 0);
+	texpect(q, RL_PROMISE_PENDING, 0, 0);
 	cr_assert_eq(rl_promise_resolve(q, V(2)), 0);
 	trun(loop);
 	rl_promise_unref(p);
@@ -1207,7 +1193,7 @@ CORE_TEST(promise_attack, ctx_close_with_promises_alive)
 	/* p and d are alive, nothing is in flight: the context closes and
 	 * frees them (the handles are invalid from here). */
 	cr_assert_eq(rl_promise_ctx_live(ctx), 2);
-	expect(d, RL_PROMISE_FULFILLED, 0, 1);
+	texpect(d, RL_PROMISE_FULFILLED, 0, 1);
 	cr_assert_eq(rl_promise_ctx_close(ctx), 0);
 	tclose(loop);
 }
@@ -1352,7 +1338,7 @@ CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
 
 	foreign = rl_promise_new(b);
 	cr_assert_eq(rl_promise_adopt(p, rl_promise_ref(foreign)), -EXDEV);
-	expect(p, RL_PROMISE_PENDING, 0, 0);
+	texpect(p, RL_PROMISE_PENDING, 0, 0);
 	d = rl_then(rl_promise_resolved(a, V(1)), adopt_foreign, NULL, NULL);
 	f = rl_finally(rl_promise_resolved(a, V(1)), adopt_foreign, NULL);
 	c = rl_all(
@@ -1362,9 +1348,9 @@ CORE_TEST(promise_attack, promises_of_two_contexts_do_not_mix)
 	cr_assert_not_null(c);
 	trun(la);
 	trun(lb);
-	expect(d, RL_PROMISE_REJECTED, -EXDEV, 0);
-	expect(f, RL_PROMISE_REJECTED, -EXDEV, 0);
-	expect(c, RL_PROMISE_REJECTED, -EXDEV, 0);
+	texpect(d, RL_PROMISE_REJECTED, -EXDEV, 0);
+	texpect(f, RL_PROMISE_REJECTED, -EXDEV, 0);
+	texpect(c, RL_PROMISE_REJECTED, -EXDEV, 0);
 	cr_assert_eq(rl_promise_resolve(foreign, V(2)), 0);
 	cr_assert_eq(rl_promise_resolve(p, V(3)), 0);
 	trun(lb);
@@ -1513,16 +1499,16 @@ CORE_TEST(promise_attack, timeout_of_zero_ms)
 	b = rl_promise_timeout(rl_promise_rejected(ctx, -EIO), 0);
 	c = rl_promise_timeout(rl_promise_ref(p), 0);
 	d = rl_then(rl_promise_ref(p), NULL, NULL, NULL);
-	expect(a, RL_PROMISE_PENDING, 0, 0);
+	texpect(a, RL_PROMISE_PENDING, 0, 0);
 	trun(loop);
-	expect(a, RL_PROMISE_FULFILLED, 0, 5);
-	expect(b, RL_PROMISE_REJECTED, -EIO, 0);
-	expect(c, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
-	expect(d, RL_PROMISE_PENDING, 0, 0);
+	texpect(a, RL_PROMISE_FULFILLED, 0, 5);
+	texpect(b, RL_PROMISE_REJECTED, -EIO, 0);
+	texpect(c, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
+	texpect(d, RL_PROMISE_PENDING, 0, 0);
 	cr_assert_eq(rl_promise_resolve(p, V(6)), 0);
 	trun(loop);
-	expect(c, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
-	expect(d, RL_PROMISE_FULFILLED, 0, 6);
+	texpect(c, RL_PROMISE_REJECTED, -ETIMEDOUT, 0);
+	texpect(d, RL_PROMISE_FULFILLED, 0, 6);
 	rl_promise_unref(a);
 	rl_promise_unref(b);
 	rl_promise_unref(c);

@@ -499,6 +499,22 @@ static void starve_timeout(rl_timer *t, int status)
 		st->timed_out = true;
 }
 
+/* Runs loop until st's requests have all called back, for at most 5 s,
+ * and fails saying what they were stuck behind if they did not. */
+static void run_unstarved(rl_loop *loop, struct starve *st, const char *behind)
+{
+	rl_timer timer;
+
+	rl_timer_init(&timer);
+	timer.data = st;
+	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
+	while (st->left > 0 && !st->timed_out)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert(!st->timed_out, "%d requests still stuck behind %s", st->left,
+		  behind);
+	rl_timer_stop(loop, &timer);
+}
+
 BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 {
 	enum { FIFOS = 3, OPENS = 2, QUICK = 20 };
@@ -508,7 +524,6 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 	char fbuf[FIFOS][16], qbuf[QUICK][16];
 	struct statx stx[QUICK];
 	struct starve st = { QUICK, false };
-	rl_timer timer;
 	struct rl_options opt;
 	rl_loop *loop;
 
@@ -549,18 +564,11 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 						     0, starve_cb),
 				     0);
 	}
-	rl_timer_init(&timer);
-	timer.data = &st;
-	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
-	while (st.left > 0 && !st.timed_out)
-		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
-	cr_assert(!st.timed_out, "%d requests still stuck behind the FIFOs",
-		  st.left);
+	run_unstarved(loop, &st, "the FIFOs");
 	for (int i = 0; i < FIFOS + OPENS; i++) {
 		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
 		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
 	}
-	rl_timer_cancel(loop, &timer);
 	trun(loop);
 	alarm(0);
 	for (int i = 0; i < FIFOS + OPENS; i++) {
@@ -588,7 +596,6 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 	char fbuf[FIFOS][16], qbuf[QUICK][16], wpath[QUICK][512];
 	const char *fifo[FIFOS];
 	struct starve st = { QUICK, false };
-	rl_timer timer;
 	struct rl_options opt;
 	rl_loop *loop;
 	int wfd;
@@ -625,13 +632,7 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 						     0, starve_cb),
 				     0);
 	}
-	rl_timer_init(&timer);
-	timer.data = &st;
-	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
-	while (st.left > 0 && !st.timed_out)
-		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
-	cr_assert(!st.timed_out, "%d requests still stuck behind the FIFOs",
-		  st.left);
+	run_unstarved(loop, &st, "the FIFOs");
 	for (int i = 0; i < QUICK; i++) {
 		char back[16];
 		int fd;
@@ -663,7 +664,6 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
 		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
 	}
-	rl_timer_cancel(loop, &timer);
 	trun(loop);
 	alarm(0);
 	for (int i = 0; i < FIFOS - 1; i++) {
@@ -721,7 +721,6 @@ BACKEND_TEST(special, blocked_pipe_writes_do_not_starve_the_pool)
 	struct statx stx[QUICK];
 	struct starve st = { QUICK, false };
 	struct rl_options opt;
-	rl_timer timer;
 	int p[W][2];
 	rl_loop *loop;
 
@@ -752,18 +751,11 @@ BACKEND_TEST(special, blocked_pipe_writes_do_not_starve_the_pool)
 						     0, starve_cb),
 				     0);
 	}
-	rl_timer_init(&timer);
-	timer.data = &st;
-	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
-	while (st.left > 0 && !st.timed_out)
-		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
-	cr_assert(!st.timed_out, "%d requests still stuck behind the writes",
-		  st.left);
+	run_unstarved(loop, &st, "the writes");
 	for (int i = 0; i < W; i++) {
 		cr_assert_eq(ws[i].calls, 0, "nobody reads the pipe");
 		cr_assert_eq(rl_cancel(loop, &wreqs[i]), 0);
 	}
-	rl_timer_cancel(loop, &timer);
 	trun(loop);
 	alarm(0);
 	for (int i = 0; i < W; i++) {
