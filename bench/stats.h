@@ -7,9 +7,9 @@
  * alone.
  *
  * The latency histogram has fixed log-scale buckets, so recording an
- * operation is an array increment, never an allocation: values below 64 ns
- * have a bucket each, and every power of two above is split into 64
- * buckets, so a percentile (a bucket's middle) is within 1/128 of the true
+ * operation is an array increment, never an allocation: values below
+ * BENCH_HIST_SUB ns have a bucket each, and every power of two above is
+ * split into BENCH_HIST_SUB buckets, so a percentile (a bucket's middle) is within 1/128 of the true
  * value: fio's latency percentiles, which the storage cells are compared
  * with, are bucketed the same way (FIO_IO_U_PLAT_BITS 6). The minimum and
  * maximum are kept exactly.

@@ -664,12 +664,13 @@ static bool wants_slot(struct rl__uring *u, rl_req *req)
 static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 			     int64_t timeout_ns)
 {
-	uint64_t age = loop->now_ns - u->slots_moved_ns;
+	uint64_t age;
 	rl_req *req;
 
 	if (u->nfree || u->closing || !u->pending.head ||
 	    !wants_slot(u, u->pending.head))
 		return timeout_ns;
+	age = loop->now_ns - u->slots_moved_ns;
 	if (age < SLOT_STUCK_NS) {
 		if (timeout_ns < 0 ||
 		    (uint64_t)timeout_ns > SLOT_STUCK_NS - age)

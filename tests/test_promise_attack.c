@@ -573,7 +573,7 @@ CORE_TEST(promise_attack, sleep_and_timeout_at_the_edges)
 	rl_promise_ctx *ctx = topen(loop);
 	rl_promise *z, *huge, *max, *t, *src, *t2;
 
-	/* 0 ms: due at once, but never inside the call. */
+	/* A zero timeout: due at once, but never inside the call. */
 	z = rl_promise_sleep(ctx, 0);
 	texpect(z, RL_PROMISE_PENDING, 0, 0);
 	/* Past RL_TIMEOUT_MAX_MS: -EINVAL at once, nothing started. */

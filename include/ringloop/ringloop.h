@@ -145,9 +145,10 @@ struct rl_options {
 	/* io_uring: the direct descriptor table; 0 = 1024, at most
 	 * RLIMIT_NOFILE. A read_file or write_file holds a slot from its
 	 * open to its close, and waits in the loop while none is free.
-	 * When none has come free for 10 ms (every slot held by requests
-	 * that do not end, such as read_files of FIFOs nobody writes to),
-	 * the waiting ones run on plain fds instead, one step at a time. */
+	 * When none has come free for a while (SLOT_STUCK_NS in
+	 * loop/uring.c; every slot held by requests that do not end, such
+	 * as read_files of FIFOs nobody writes to), the waiting ones run on
+	 * plain fds instead, one step at a time. */
 	unsigned direct_slots;
 	unsigned iowq_max;	 /* io-wq worker cap (bounded and unbounded);
 				 * 0 = the kernel's default */
