@@ -173,6 +173,7 @@ void rl__ep_job_fstat(rl_req *req)
  * closed whatever happened. */
 void rl__ep_job_write_file(rl_req *req)
 {
+	bool slow = rl__epr(req)->bflags & RL__RD_BLOCKING;
 	int oflags = O_WRONLY | O_CREAT | O_CLOEXEC;
 	int64_t res;
 	int fd;
@@ -180,11 +181,21 @@ void rl__ep_job_write_file(rl_req *req)
 	oflags |= (req->flags & RL_WRITE_FILE_APPEND) ? O_APPEND : O_TRUNC;
 	if (req->flags & RL_WRITE_FILE_EXCL)
 		oflags |= O_EXCL;
+	/* A regular worker never waits for a FIFO's reader (ENXIO) or a
+	 * lease break (EAGAIN): those go to the slow lane, whose open
+	 * blocks, as rl_fs_open()'s do (epoll_fs.c). The flag changes
+	 * nothing for a regular file's writes, and write_all() waits for
+	 * room on a stream either way; the fd is ours and closed below. */
+	if (!slow)
+		oflags |= O_NONBLOCK;
 	do {
 		fd = openat(AT_FDCWD, req->path, oflags, (mode_t)req->mode);
 	} while (fd < 0 && errno == EINTR && !interrupted());
 	if (fd < 0) {
-		rl__epr(req)->res[0] = -errno;
+		res = -errno;
+		if (!slow && (res == -ENXIO || res == -EAGAIN))
+			res = RL__RES_SLOW;
+		rl__epr(req)->res[0] = res;
 		return;
 	}
 	res = req->len ? write_all(req, fd) : 0;

@@ -673,6 +673,59 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 	tclose(loop);
 }
 
+/* The same with write_files of FIFOs nobody reads, whose opens wait in
+ * the kernel holding their slots: read_files of a regular file behind
+ * them complete, and the write_files end cancelled, exactly once. */
+BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
+{
+	enum { SLOTS = 4, FIFOS = 6, QUICK = 10 };
+	const char *path = keep_path(tfile("sqw", 12));
+	struct tseen fs[FIFOS] = { { 0 } };
+	rl_req freqs[FIFOS], quick[QUICK];
+	char qbuf[QUICK][16];
+	struct starve st = { QUICK, false };
+	struct rl_options opt;
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.direct_slots = SLOTS;
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < FIFOS; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "slotwfifo%d", i);
+		freqs[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], make_fifo(name),
+					      "x", 1, 0, 0644, tseen_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 0; i < QUICK; i++) {
+		quick[i] = (rl_req){ .data = &st };
+		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
+					     sizeof(qbuf[i]), 0, starve_cb),
+			     0);
+	}
+	run_unstarved(loop, &st, "the FIFO writes");
+	for (int i = 0; i < QUICK; i++) {
+		cr_assert_eq(quick[i].result, 12);
+		tcheck("sqw", qbuf[i], 12);
+	}
+	for (int i = 0; i < FIFOS; i++) {
+		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
+		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
+	}
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < FIFOS; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert_eq(fs[i].result, -ECANCELED);
+	}
+	tclose(loop);
+}
+
 /* ------------------------------------------------------ character devices */
 
 /* /dev/null is empty; /dev/zero never ends, so a growing read_file of it
