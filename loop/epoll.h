@@ -69,7 +69,8 @@ enum {
 		2, /* cannot be polled: a blocking read is all there is */
 	RL__EP_TRIED = 4, /* the fast path failed once: leave it to a worker */
 	RL__EP_OUT = 8,	  /* watched for writing (else for reading) */
-	RL__EP_STREAM = 16, /* a read_file reading the stream open in req->fd */
+	RL__EP_STREAM = 16, /* req->fd is open: a read_file reading a stream,
+			     * a write_file waiting for the slow lane */
 	RL__EP_HELD = 32,   /* a read_file counted in rl__ep.fds_held */
 };
 

@@ -54,8 +54,10 @@ static int wait_writable(int fd)
 }
 
 /* Writes all of req's data to fd; len, or -errno. A write that AIO cut
- * short (epoll_aio.c) goes on from where it stopped, res[1]. */
-static int64_t write_all(rl_req *req, int fd)
+ * short (epoll_aio.c) goes on from where it stopped, res[1]. A caller
+ * that must not wait (a regular worker) gets RL__RES_SLOW when fd has no
+ * room, with what was written so far in res[1]. */
+static int64_t write_all(rl_req *req, int fd, bool may_wait)
 {
 	size_t done = (size_t)rl__epr(req)->res[1];
 	ssize_t r;
@@ -79,6 +81,10 @@ static int64_t write_all(rl_req *req, int fd)
 		err = errno;
 		if (err == EINTR && !interrupted())
 			continue;
+		if (err == EAGAIN && !may_wait) {
+			rl__epr(req)->res[1] = (int64_t)done;
+			return RL__RES_SLOW;
+		}
 		if (err == EAGAIN && (err = -wait_writable(fd)) == 0)
 			continue;
 		return -err;
@@ -97,7 +103,7 @@ void rl__ep_job_write(rl_req *req)
 		rl__epr(req)->res[0] = RL__RES_SLOW;
 		return;
 	}
-	rl__epr(req)->res[0] = write_all(req, req->fd);
+	rl__epr(req)->res[0] = write_all(req, req->fd, true);
 }
 
 static int sync_fd(int fd, bool datasync)
@@ -170,13 +176,14 @@ void rl__ep_job_fstat(rl_req *req)
 
 /* write_file is one job: open (create or truncate), write everything,
  * fsync if asked, close. The first failure is the result; the file is
- * closed whatever happened. */
+ * closed whatever happened, except when a regular worker hands the rest
+ * of the job over to the slow lane (below). */
 void rl__ep_job_write_file(rl_req *req)
 {
 	bool slow = rl__epr(req)->bflags & RL__RD_BLOCKING;
 	int oflags = O_WRONLY | O_CREAT | O_CLOEXEC;
 	int64_t res;
-	int fd;
+	int fd = req->fd;
 
 	oflags |= (req->flags & RL_WRITE_FILE_APPEND) ? O_APPEND : O_TRUNC;
 	if (req->flags & RL_WRITE_FILE_EXCL)
@@ -184,13 +191,19 @@ void rl__ep_job_write_file(rl_req *req)
 	/* A regular worker never waits for a FIFO's reader (ENXIO) or a
 	 * lease break (EAGAIN): those go to the slow lane, whose open
 	 * blocks, as rl_fs_open()'s do (epoll_fs.c). The flag changes
-	 * nothing for a regular file's writes, and write_all() waits for
-	 * room on a stream either way; the fd is ours and closed below. */
+	 * nothing for a regular file's writes; a stream's fd keeps it, and
+	 * write_all() waits for room in the slow lane. */
 	if (!slow)
 		oflags |= O_NONBLOCK;
-	do {
-		fd = openat(AT_FDCWD, req->path, oflags, (mode_t)req->mode);
-	} while (fd < 0 && errno == EINTR && !interrupted());
+	if (fd >= 0) {
+		/* A regular worker opened it and found no room: go on. */
+		req->fd = -1;
+	} else {
+		do {
+			fd = openat(AT_FDCWD, req->path, oflags,
+				    (mode_t)req->mode);
+		} while (fd < 0 && errno == EINTR && !interrupted());
+	}
 	if (fd < 0) {
 		res = -errno;
 		if (!slow && (res == -ENXIO || res == -EAGAIN))
@@ -198,7 +211,17 @@ void rl__ep_job_write_file(rl_req *req)
 		rl__epr(req)->res[0] = res;
 		return;
 	}
-	res = req->len ? write_all(req, fd) : 0;
+	res = req->len ? write_all(req, fd, slow) : 0;
+	if (res == RL__RES_SLOW) {
+		/* A pipe or socket whose reader is slow or gone may take
+		 * nothing for good. Closing the fd here would tell a FIFO's
+		 * reader that the data ended, so the slow lane takes it over
+		 * open (req->fd; the loop closes it if the request is
+		 * dropped before it runs) and goes on from res[1]. */
+		req->fd = fd;
+		rl__epr(req)->res[0] = res;
+		return;
+	}
 	if (res >= 0 &&
 	    (req->flags & (RL_WRITE_FILE_FSYNC | RL_WRITE_FILE_DATASYNC)))
 		res = sync_fd(fd, !(req->flags & RL_WRITE_FILE_FSYNC));

@@ -726,6 +726,119 @@ BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
 	tclose(loop);
 }
 
+/*
+ * A write_file to a FIFO whose reader is there but does not read fills
+ * the pipe and then waits for room, maybe for good. On epoll it must not
+ * wait on a regular worker (the reads behind it would wait too): the slow
+ * lane takes it over, its fd still open (closing it would tell the reader
+ * the data ended), and goes on from where it stopped. The reader then gets
+ * every byte once, in order; a cancelled one ends early, nothing leaks.
+ */
+BACKEND_TEST(special, full_fifo_writes_do_not_starve_the_pool)
+{
+	enum { FIFOS = 3, QUICK = 10, BIG = 256 * 1024 };
+	const char *path = keep_path(tfile("ffw", 12));
+	struct tseen fs[FIFOS] = { { 0 } };
+	rl_req freqs[FIFOS], quick[QUICK];
+	char qbuf[QUICK][16];
+	struct starve st = { QUICK, false };
+	struct rl_options opt;
+	size_t got[FIFOS] = { 0 };
+	int rfd[FIFOS];
+	char *big, *back;
+	rl_loop *loop;
+
+	big = malloc(BIG);
+	back = malloc(BIG);
+	cr_assert(big && back);
+	for (size_t i = 0; i < BIG; i++)
+		big[i] = (char)(i * 7 + i / 251);
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < FIFOS; i++) {
+		char name[32];
+		const char *fifo;
+
+		snprintf(name, sizeof(name), "fullfifo%d", i);
+		fifo = make_fifo(name);
+		/* The reader is there from the start, and reads nothing. */
+		rfd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		cr_assert_geq(rfd[i], 0);
+		freqs[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], fifo, big, BIG,
+					      0, 0644, tseen_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	sleep_ms(50);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 0; i < QUICK; i++) {
+		quick[i] = (rl_req){ .data = &st };
+		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
+					     sizeof(qbuf[i]), 0, starve_cb),
+			     0);
+	}
+	run_unstarved(loop, &st, "the full FIFOs");
+	for (int i = 0; i < QUICK; i++) {
+		cr_assert_eq(quick[i].result, 12);
+		tcheck("ffw", qbuf[i], 12);
+	}
+	for (int i = 0; i < FIFOS; i++)
+		cr_assert_eq(fs[i].calls, 0, "the pipe is full");
+	/* The first write is cancelled; the readers of the others drain. */
+	cr_assert_eq(rl_cancel(loop, &freqs[0]), 0);
+	while (fs[0].calls == 0 || fs[1].calls == 0 || fs[2].calls == 0 ||
+	       got[1] < BIG || got[2] < BIG) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 1; i < FIFOS; i++) {
+			ssize_t n;
+
+			if (got[i] == BIG)
+				continue;
+			n = read(rfd[i], back, BIG - got[i]);
+
+			if (n > 0) {
+				cr_assert_eq(memcmp(back, big + got[i],
+						    (size_t)n),
+					     0, "bytes out of order");
+				got[i] += (size_t)n;
+			} else {
+				cr_assert(n < 0 && errno == EAGAIN);
+			}
+		}
+		if (fs[0].calls == 0 || fs[1].calls == 0 || fs[2].calls == 0)
+			sleep_ms(1);
+	}
+	alarm(0);
+	cr_assert_eq(fs[0].calls, 1);
+	cr_assert_eq(fs[0].result, -ECANCELED);
+	for (int i = 1; i < FIFOS; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert_eq(fs[i].result, BIG);
+		cr_assert_eq(got[i], BIG);
+		/* Every byte came once: the writer is gone, EOF. */
+		cr_assert_eq(read(rfd[i], back, 1), 0);
+	}
+	/* The cancelled write's reader saw a prefix, then the end. */
+	for (;;) {
+		ssize_t n = read(rfd[0], back, BIG);
+
+		cr_assert(n >= 0, "%s", strerror(errno));
+		if (n == 0)
+			break;
+		cr_assert_eq(memcmp(back, big + got[0], (size_t)n), 0);
+		got[0] += (size_t)n;
+	}
+	cr_assert_lt(got[0], BIG);
+	for (int i = 0; i < FIFOS; i++)
+		close(rfd[i]);
+	free(big);
+	free(back);
+	tclose(loop);
+}
+
 /* ------------------------------------------------------ character devices */
 
 /* /dev/null is empty; /dev/zero never ends, so a growing read_file of it
