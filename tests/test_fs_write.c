@@ -1086,15 +1086,20 @@ static void no_op_timer(rl_timer *t, int status)
 	(void)status;
 }
 
-/* Runs one turn of the loop that may sleep, bounded by a timer. The
- * timer repeats: one that fired before the turn's wait (a slow machine,
- * Valgrind) would leave that wait unbounded. */
+/* Runs one turn of the loop that sleeps, bounded by a timer. A timer
+ * counts from the loop's now, taken when it last ran, which may be long
+ * past on a slow machine (Valgrind): one due already would run in the
+ * turn's first batch, and RL_RUN_ONCE would then not sleep at all. So
+ * the timer is due 20 ms after the real now; it repeats, so that the
+ * wait stays bounded even if it fired early anyway. */
 static void run_once_bounded(rl_loop *loop)
 {
+	uint64_t now = tnow_ms(), then = rl_now_ms(loop);
+	uint64_t stale = now > then ? now - then : 0;
 	rl_timer t;
 
 	rl_timer_init(&t);
-	cr_assert_eq(rl_timer_start(loop, &t, 2, 2, no_op_timer), 0);
+	cr_assert_eq(rl_timer_start(loop, &t, stale + 20, 20, no_op_timer), 0);
 	cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
 	rl_timer_stop(loop, &t);
 }
