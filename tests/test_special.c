@@ -800,9 +800,9 @@ BACKEND_TEST(special, full_fifo_writes_do_not_starve_the_pool)
 			n = read(rfd[i], back, BIG - got[i]);
 
 			if (n > 0) {
-				cr_assert_eq(memcmp(back, big + got[i],
-						    (size_t)n),
-					     0, "bytes out of order");
+				cr_assert_eq(
+					memcmp(back, big + got[i], (size_t)n),
+					0, "bytes out of order");
 				got[i] += (size_t)n;
 			} else {
 				cr_assert(n < 0 && errno == EAGAIN);
