@@ -72,6 +72,8 @@ enum {
 	RL__EP_STREAM = 16, /* req->fd is open: a read_file reading a stream,
 			     * a write_file waiting for the slow lane */
 	RL__EP_HELD = 32,   /* a read_file counted in rl__ep.fds_held */
+	RL__EP_AGAIN = 64,  /* a read_file's job on its second pass (set by
+			     * its worker, epoll_fs.c job_read_file()) */
 };
 
 /* The eventfd's epoll data; a watched fd's data is the fd itself. */

@@ -174,6 +174,14 @@ static void job_read_file(rl_req *req)
 	int fd = open_retrying(req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
 	struct stat st;
 	int64_t res;
+	/* With other jobs waiting, a first pass reads without waiting for
+	 * the disk (RWF_NOWAIT): a miss starts the file's readahead and
+	 * the job goes to the end of the queue, so the worker starts the
+	 * next files' I/O instead of sleeping on this one, and a burst of
+	 * cold files reaches the disk at depth rather than one per worker.
+	 * The second pass (RL__EP_AGAIN) blocks as before. */
+	bool first = !(rl__epr(req)->bflags & RL__EP_AGAIN) &&
+		     rl__pool_job_has_company();
 
 	if (fd < 0) {
 		rl__epr(req)->res[0] = fd;
@@ -188,8 +196,16 @@ static void job_read_file(rl_req *req)
 		rl__epr(req)->res[0] = RL__RES_STREAM;
 		return;
 	} else {
-		res = rl__read_file_fd(req, fd, &st, 0, rl__pool_job_cancelled,
-				       NULL);
+		res = rl__read_file_fd(req, fd, &st, first ? RWF_NOWAIT : 0,
+				       rl__pool_job_cancelled, NULL);
+		if (res == RL__WOULD_BLOCK) {
+			/* Queued again, it is the loop's to take as well:
+			 * TRIED keeps it from a fast path that would miss
+			 * the same way. */
+			rl__epr(req)->bflags |= RL__EP_AGAIN | RL__EP_TRIED;
+			rl__pool_job_again();
+			res = -EINTR; /* the result if it was cancelled */
+		}
 	}
 	close(fd);
 	rl__epr(req)->res[0] = given_up(res);

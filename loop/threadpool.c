@@ -191,6 +191,18 @@ bool rl__pool_job_cancelled(void)
 					   memory_order_relaxed) == job;
 }
 
+bool rl__pool_job_has_company(void)
+{
+	return self &&
+	       atomic_load_explicit(&self->pool->queued, memory_order_relaxed);
+}
+
+void rl__pool_job_again(void)
+{
+	if (self)
+		self->again = true;
+}
+
 unsigned rl__pool_interrupt(struct rl__pool *pool, rl_req *req)
 {
 	unsigned sent = 0;
@@ -284,9 +296,23 @@ static void *worker(void *arg)
 		atomic_store(&w->job, req);
 		pthread_mutex_unlock(&pool->lock);
 
+		w->again = false;
 		run_job(w, req);
+		pthread_mutex_lock(&pool->lock);
+		/* A job that asked to run again goes back on the queue (its
+		 * worker is free for the next one at once), unless the loop
+		 * asked it to give up. A cancel that comes between its two
+		 * runs finds it queued (rl__pool_cancel()) or, in the few
+		 * instructions before this lock, nowhere: the loop then
+		 * turns the second run's result into -ECANCELED. */
+		if (w->again && atomic_load(&w->give_up) != req) {
+			rl__fifo_push(&pool->queue, req);
+			atomic_fetch_add_explicit(&pool->queued, 1,
+						  memory_order_seq_cst);
+			continue;
+		}
+		pthread_mutex_unlock(&pool->lock);
 		post_done(pool, req);
-
 		pthread_mutex_lock(&pool->lock);
 	}
 	pthread_mutex_unlock(&pool->lock);

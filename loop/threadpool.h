@@ -126,11 +126,23 @@ struct rl__worker {
 	 * gives up when this is itself, so a request that names a job the
 	 * worker has left behind changes nothing. NULL when taking a job. */
 	_Atomic(rl_req *) give_up;
+	/* The job asked to go back to the end of the queue
+	 * (rl__pool_job_again()); only its worker touches it. */
+	bool again;
 };
 
 /* For a job, on its worker: whether it was asked to give up (stop
  * retrying after EINTR). */
 bool rl__pool_job_cancelled(void);
+
+/* For a job, on its worker: whether other jobs wait in its pool's queue. */
+bool rl__pool_job_has_company(void);
+
+/* For a job, on its worker: once it returns, put it back at the end of
+ * the queue instead of on the done list, to run again (from the start)
+ * after the jobs queued behind it. A job asked to give up meanwhile goes
+ * to the done list with the result it left. */
+void rl__pool_job_again(void);
 
 /* Interrupts the worker running req, or every busy worker when req is
  * NULL. Returns how many signals it sent. Loop thread. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -711,6 +712,105 @@ BACKEND_TEST(fastpath, partial_cache_hit_is_not_eof)
 	close(fd);
 	free(buf);
 	tclose(loop);
+}
+
+/* Drops name's pages from the page cache (written back first). Returns
+ * the share of them still resident, by mincore(): 1 on a tmpfs, whose
+ * pages are the file. */
+static double evicted(const char *name, size_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = (size + (size_t)page - 1) / (size_t)page, in = 0;
+	unsigned char vec[64];
+	int fd = open(tpath(name), O_RDONLY | O_CLOEXEC);
+	void *map;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_leq(pages, sizeof(vec));
+	cr_assert_eq(fsync(fd), 0);
+	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	/* PROT_NONE: mapping must not fault the pages back in. */
+	map = mmap(NULL, size, PROT_NONE, MAP_SHARED, fd, 0);
+	cr_assert_neq(map, MAP_FAILED);
+	cr_assert_eq(mincore(map, size, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		in += vec[i] & 1;
+	munmap(map, size);
+	close(fd);
+	return (double)in / (double)pages;
+}
+
+/*
+ * A burst of read_files of files not in the page cache, more than the
+ * pool's workers. On epoll a worker with other jobs waiting first reads
+ * without waiting for the disk: a miss starts the file's readahead and
+ * the job goes back to the end of the queue for a second, blocking pass.
+ * Every byte must arrive, each callback exactly once; a cancel finds the
+ * job wherever it is (queued, between its passes, running) and ends it
+ * with -ECANCELED; a loop closed with the burst in flight leaves nothing
+ * open.
+ */
+BACKEND_TEST(fastpath, cold_read_file_burst)
+{
+	enum { N = 48, SIZE = 40000 };
+	struct tseen s[N];
+	rl_req r[N];
+	char name[N][16], path[N][512];
+	struct rl_options opt;
+	rl_loop *loop;
+
+	/* A request keeps its path until it completes: each its own. */
+	for (int i = 0; i < N; i++) {
+		snprintf(name[i], sizeof(name[i]), "cold%d", i);
+		snprintf(path[i], sizeof(path[i]), "%s", tfile(name[i], SIZE));
+	}
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(60);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < N; i++)
+			if (evicted(name[i], SIZE) > 0)
+				cr_skip_test("the page cache keeps %s (tmpfs?)",
+					     path[i]);
+		for (int i = 0; i < N; i++) {
+			s[i] = (struct tseen){ 0 };
+			r[i] = (rl_req){ .data = &s[i] };
+			cr_assert_eq(rl_fs_read_file(loop, &r[i], path[i], NULL,
+						     0, RL_READ_FILE_GROW,
+						     tseen_cb),
+				     0);
+		}
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		/* Round 1 cancels every fourth read, round 2 closes the
+		 * loop with the burst in flight. */
+		for (int i = 0; round == 1 && i < N; i += 4) {
+			int ret = rl_cancel(loop, &r[i]);
+
+			cr_assert(ret == 0 || ret == -ENOENT, "%d", ret);
+		}
+		if (round == 2) {
+			cr_assert_eq(rl_loop_close(loop), 0);
+			loop = NULL;
+		} else {
+			trun(loop);
+		}
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(s[i].calls, 1, "read %d", i);
+			if (s[i].result == -ECANCELED) {
+				cr_assert(round > 0, "read %d cancelled", i);
+			} else {
+				cr_assert_eq(s[i].result, SIZE, "read %d: %s",
+					     i, rl_strerror((int)s[i].result));
+				tcheck(name[i], r[i].buf, SIZE);
+			}
+			free(r[i].buf);
+		}
+	}
+	alarm(0);
+	/* The loop was closed above: only the fd check of tclose() is
+	 * left, through a loop that has nothing to do. */
+	tclose(tloop(tp));
 }
 
 /* A caller's buffer smaller than the file: -EFBIG, whichever path read
