@@ -292,6 +292,27 @@ int tfd_count(void)
 	return proc_entries("/proc/self/fd") - 1; /* the directory's own fd */
 }
 
+double tresident(const char *path, size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = (len + (size_t)page - 1) / (size_t)page, in = 0;
+	unsigned char vec[64];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	void *map;
+
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	cr_assert_leq(pages, sizeof(vec));
+	/* PROT_NONE: the mapping must not read the pages in. */
+	map = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+	cr_assert_neq(map, MAP_FAILED);
+	cr_assert_eq(mincore(map, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		in += vec[i] & 1;
+	munmap(map, len);
+	close(fd);
+	return (double)in / (double)pages;
+}
+
 int tthread_count(void)
 {
 	return proc_entries("/proc/self/task");

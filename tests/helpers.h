@@ -81,6 +81,11 @@ void tcheck(const char *name, const void *buf, size_t len);
 
 /* Number of open fds of this process. */
 int tfd_count(void);
+
+/* The share of the first len bytes' pages of path (at most 64 pages) that
+ * are in the page cache now, by mincore() on a mapping that cannot fault
+ * them in. */
+double tresident(const char *path, size_t len);
 /* Number of threads of this process (/proc/self/task). */
 int tthread_count(void);
 /* CLOCK_MONOTONIC in nanoseconds and milliseconds, for the bounded waits

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -21,6 +20,7 @@
 
 #include "../bench/cold.h"
 #include "../bench/rand.h"
+#include "helpers.h"
 
 static char scratch[256];
 
@@ -209,28 +209,6 @@ Test(bench_storage, old_leftovers_are_removed_new_ones_kept)
 	cr_assert_eq(access(other, F_OK), 0, "another prefix: kept");
 }
 
-/* The share of path's pages in the page cache now, by mincore(). */
-static double resident_now(const char *path, size_t len)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	size_t pages = (len + (size_t)page - 1) / (size_t)page, in = 0;
-	unsigned char vec[64];
-	int fd = open(path, O_RDONLY);
-	void *map;
-
-	cr_assert_geq(fd, 0);
-	cr_assert_leq(pages, sizeof(vec));
-	/* Not readable: see drop_fd() in bench/cold.c. */
-	map = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
-	cr_assert_neq(map, MAP_FAILED);
-	cr_assert_eq(mincore(map, len, vec), 0);
-	for (size_t i = 0; i < pages; i++)
-		in += vec[i] & 1;
-	munmap(map, len);
-	close(fd);
-	return (double)in / (double)pages;
-}
-
 /*
  * Pages just written are dirty: DONTNEED cannot drop them before they
  * are written back (which it starts), so how many are left depends on how
@@ -252,12 +230,12 @@ Test(bench_storage, the_share_reported_is_what_stays_resident)
 	snprintf(path, sizeof(path), "%s/dirty", scratch);
 	memset(data, 'y', sizeof(data));
 	put(path, data, sizeof(data));
-	cr_assert_eq(resident_now(path, sizeof(data)), 1.0,
+	cr_assert_eq(tresident(path, sizeof(data)), 1.0,
 		     "a file just written is in the page cache");
 	paths[0] = path;
 	share = bench_cache_drop(paths, 1);
 	cr_assert_geq(share, 0, "%s", strerror((int)-share));
-	cr_assert_eq(share, resident_now(path, sizeof(data)),
+	cr_assert_eq(share, tresident(path, sizeof(data)),
 		     "reported %.3f resident", share);
 	cr_assert_eq(unlink(path), 0);
 }

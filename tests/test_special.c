@@ -515,6 +515,31 @@ static void run_unstarved(rl_loop *loop, struct starve *st, const char *behind)
 	rl_timer_stop(loop, &timer);
 }
 
+/* Reads the 12-byte file name (tfile(), at path) QUICK_READS times at
+ * once, runs loop until every read called back (run_unstarved()) and
+ * checks their bytes. */
+enum { QUICK_READS = 10 };
+
+static void quick_reads_get_through(rl_loop *loop, const char *name,
+				    const char *path, const char *behind)
+{
+	struct starve st = { QUICK_READS, false };
+	rl_req quick[QUICK_READS];
+	char qbuf[QUICK_READS][16];
+
+	for (int i = 0; i < QUICK_READS; i++) {
+		quick[i] = (rl_req){ .data = &st };
+		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
+					     sizeof(qbuf[i]), 0, starve_cb),
+			     0);
+	}
+	run_unstarved(loop, &st, behind);
+	for (int i = 0; i < QUICK_READS; i++) {
+		cr_assert_eq(quick[i].result, 12);
+		tcheck(name, qbuf[i], 12);
+	}
+}
+
 BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 {
 	enum { FIFOS = 3, OPENS = 2, QUICK = 20 };
@@ -678,12 +703,10 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
  * them complete, and the write_files end cancelled, exactly once. */
 BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
 {
-	enum { SLOTS = 4, FIFOS = 6, QUICK = 10 };
+	enum { SLOTS = 4, FIFOS = 6 };
 	const char *path = keep_path(tfile("sqw", 12));
 	struct tseen fs[FIFOS] = { { 0 } };
-	rl_req freqs[FIFOS], quick[QUICK];
-	char qbuf[QUICK][16];
-	struct starve st = { QUICK, false };
+	rl_req freqs[FIFOS];
 	struct rl_options opt;
 	rl_loop *loop;
 
@@ -702,17 +725,7 @@ BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
 			     0);
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	for (int i = 0; i < QUICK; i++) {
-		quick[i] = (rl_req){ .data = &st };
-		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
-					     sizeof(qbuf[i]), 0, starve_cb),
-			     0);
-	}
-	run_unstarved(loop, &st, "the FIFO writes");
-	for (int i = 0; i < QUICK; i++) {
-		cr_assert_eq(quick[i].result, 12);
-		tcheck("sqw", qbuf[i], 12);
-	}
+	quick_reads_get_through(loop, "sqw", path, "the FIFO writes");
 	for (int i = 0; i < FIFOS; i++) {
 		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
 		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
@@ -736,12 +749,10 @@ BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
  */
 BACKEND_TEST(special, full_fifo_writes_do_not_starve_the_pool)
 {
-	enum { FIFOS = 3, QUICK = 10, BIG = 256 * 1024 };
+	enum { FIFOS = 3, BIG = 256 * 1024 };
 	const char *path = keep_path(tfile("ffw", 12));
 	struct tseen fs[FIFOS] = { { 0 } };
-	rl_req freqs[FIFOS], quick[QUICK];
-	char qbuf[QUICK][16];
-	struct starve st = { QUICK, false };
+	rl_req freqs[FIFOS];
 	struct rl_options opt;
 	size_t got[FIFOS] = { 0 };
 	int rfd[FIFOS];
@@ -774,17 +785,7 @@ BACKEND_TEST(special, full_fifo_writes_do_not_starve_the_pool)
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	sleep_ms(50);
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	for (int i = 0; i < QUICK; i++) {
-		quick[i] = (rl_req){ .data = &st };
-		cr_assert_eq(rl_fs_read_file(loop, &quick[i], path, qbuf[i],
-					     sizeof(qbuf[i]), 0, starve_cb),
-			     0);
-	}
-	run_unstarved(loop, &st, "the full FIFOs");
-	for (int i = 0; i < QUICK; i++) {
-		cr_assert_eq(quick[i].result, 12);
-		tcheck("ffw", qbuf[i], 12);
-	}
+	quick_reads_get_through(loop, "ffw", path, "the full FIFOs");
 	for (int i = 0; i < FIFOS; i++)
 		cr_assert_eq(fs[i].calls, 0, "the pipe is full");
 	/* The first write is cancelled; the readers of the others drain. */
