@@ -1,0 +1,898 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_coro_attack.c - attacks on the contracts of the coroutine style:
+ * joins twice, in cycles and of coroutines not started yet, closes tried
+ * from inside coroutines (also while the loop's close unwinds them), the
+ * loop closed with thousands of coroutines blocked in pipe reads, sleeps,
+ * joins, awaits and connection reads, spawning without end and without a
+ * yield, recycled handles and stacks, every call while the scheduler
+ * closes, and hostile arguments. Every test is bounded (alarm() where a
+ * lost wake-up would hang) and ends with the loop closed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fenv.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "coro_helpers.h"
+#include "net_helpers.h"
+#include "ringloop/promise.h"
+
+/* Counts scale down under Valgrind, where each suite must stay well under
+ * two minutes. */
+static int scaled(int n, int valgrind_n)
+{
+	return getenv("RL_VALGRIND") ? valgrind_n : n;
+}
+
+/* What the bodies below reach: one loop and scheduler per test process. */
+static rl_loop *g_loop;
+static rl_coro_ctx *g_sched;
+
+/* ------------------------------------------------------------- joining */
+
+static int64_t ret_arg(void *arg)
+{
+	return (int64_t)(intptr_t)arg;
+}
+
+struct joins {
+	int64_t r[10];
+	int done;
+};
+
+static int64_t joins_body(void *arg)
+{
+	struct joins *j = arg;
+	rl_coro *c1, *c2, *d;
+
+	j->r[0] = rl_coro_join(rl_coro_self());
+	j->r[1] = rl_coro_join(NULL);
+	/* A coroutine not started yet: the join waits for its start too. */
+	cr_assert_eq(rl_coro_spawn(g_sched, &c1, ret_arg, (void *)7, NULL), 0);
+	cr_assert_eq(rl_coro_done(c1), 0);
+	j->r[2] = rl_coro_join(c1);
+	/* Its handle is gone: a second join is refused, not a hang. */
+	j->r[3] = rl_coro_join(c1);
+	/* Detached before it ran: no join. */
+	cr_assert_eq(rl_coro_spawn(g_sched, &d, ret_arg, (void *)1, NULL), 0);
+	j->r[4] = rl_coro_detach(d);
+	j->r[5] = rl_coro_join(d);
+	/* Done, then detached: freed at once; join and detach refused. */
+	cr_assert_eq(rl_coro_spawn(g_sched, &c2, ret_arg, (void *)11, NULL), 0);
+	for (int i = 0; i < 100 && !rl_coro_done(c2); i++)
+		cr_assert_eq(rl_coro_yield(), 0);
+	cr_assert(rl_coro_done(c2));
+	j->r[6] = rl_coro_detach(c2);
+	j->r[7] = rl_coro_join(c2);
+	j->r[8] = rl_coro_detach(c2);
+	j->done++;
+	return 0;
+}
+
+CORE_TEST(coro_attack, join_and_detach_edge_cases)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	struct joins j;
+	struct rl_coro_ctx_stats st;
+
+	g_loop = loop;
+	g_sched = tsched(loop);
+	memset(&j, 0, sizeof(j));
+	cr_assert_eq(rl_coro_join(NULL), -EPERM);
+	cr_assert_eq(rl_coro_yield(), -EPERM);
+	cr_assert_eq(rl_coro_sleep(1), -EPERM);
+	cr_assert_eq(rl_coro_detach(NULL), -EINVAL);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, NULL, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_coro_spawn(NULL, NULL, ret_arg, NULL, NULL), -EINVAL);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, joins_body, &j, NULL), 0);
+	trun(loop);
+	cr_assert_eq(j.done, 1);
+	cr_assert_eq(j.r[0], -EDEADLK);
+	cr_assert_eq(j.r[1], -EINVAL);
+	cr_assert_eq(j.r[2], 7);
+	cr_assert_eq(j.r[3], -EINVAL);
+	cr_assert_eq(j.r[4], 0);
+	cr_assert_eq(j.r[5], -EINVAL);
+	cr_assert_eq(j.r[6], 0);
+	cr_assert_eq(j.r[7], -EINVAL);
+	cr_assert_eq(j.r[8], -EINVAL);
+	rl_coro_ctx_stats(g_sched, &st);
+	cr_assert_eq(st.spawned, 4);
+	cr_assert_eq(st.finished, 4);
+	cr_assert_eq(st.handles, 0, "%zu handles left", st.handles);
+	tsched_close(g_sched);
+	tclose(loop);
+}
+
+/* A joins B and B joins A: nothing can wake either (only joining itself
+ * is -EDEADLK). The loop goes idle; its close must still unwind both,
+ * each join returning -ECANCELED exactly once. */
+static rl_coro *cyc[2];
+static int64_t cyc_res[2];
+static int cyc_returned;
+
+static int64_t cyc_body(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+
+	cyc_res[i] = rl_coro_join(cyc[1 - i]);
+	cyc_returned++;
+	return 0;
+}
+
+CORE_TEST(coro_attack, join_cycle_is_unwound_by_the_close)
+{
+	alarm(60);
+	int base = tfd_count();
+	rl_loop *loop = tloop(tp);
+	rl_coro_ctx *s = tsched(loop);
+
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(rl_coro_spawn(s, &cyc[i], cyc_body,
+					   (void *)(intptr_t)i, NULL),
+			     0);
+	trun(loop);
+	cr_assert_eq(cyc_returned, 0);
+	cr_assert_eq(rl_coro_ctx_close(s), -EBUSY);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(cyc_returned, 2);
+	cr_assert_eq(cyc_res[0], -ECANCELED);
+	cr_assert_eq(cyc_res[1], -ECANCELED);
+	cr_assert_eq(tfd_count(), base);
+}
+
+/* ----------------------------------------------- closing from inside */
+
+struct inside {
+	int64_t r[6];
+	int done;
+};
+
+static int64_t close_inside_body(void *arg)
+{
+	struct inside *k = arg;
+
+	k->r[0] = rl_loop_close(g_loop);
+	k->r[1] = rl_coro_ctx_close(g_sched);
+	k->r[2] = rl_run(g_loop, RL_RUN_NOWAIT);
+	k->r[3] = rl_coro_sleep(1);
+	/* Once more from a timer's resume rather than a microtask's. */
+	k->r[4] = rl_loop_close(g_loop);
+	k->r[5] = rl_coro_ctx_close(g_sched);
+	k->done++;
+	return 5;
+}
+
+BACKEND_TEST(coro_attack, close_from_inside_a_coroutine_is_refused)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	struct inside k;
+
+	memset(&k, 0, sizeof(k));
+	g_loop = loop;
+	g_sched = tsched(loop);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, close_inside_body, &k, NULL),
+		     0);
+	trun(loop);
+	cr_assert_eq(k.done, 1);
+	cr_assert_eq(k.r[0], -EBUSY);
+	cr_assert_eq(k.r[1], -EBUSY);
+	cr_assert_eq(k.r[2], -EBUSY);
+	cr_assert_eq(k.r[3], 0);
+	cr_assert_eq(k.r[4], -EBUSY);
+	cr_assert_eq(k.r[5], -EBUSY);
+	tsched_close(g_sched);
+	tclose(loop);
+}
+
+/* ------------------------------------------ closing with many blocked */
+
+enum { K_PIPE, K_SLEEP, K_JOIN, K_AWAIT, K_CONN, K_KINDS };
+
+struct mass {
+	int npipes;
+	int (*pipes)[2];
+	int *pairs; /* loop side of each socket pair; peers in pairs + n */
+	rl_coro **sleepers;
+	rl_promise **pending;
+	int n[K_KINDS];
+	int started[K_KINDS];
+	int cancelled[K_KINDS];
+	int other[K_KINDS];
+	int64_t last_other[K_KINDS];
+};
+
+static struct mass M;
+
+static void mass_result(int kind, int64_t r)
+{
+	if (r == -ECANCELED) {
+		M.cancelled[kind]++;
+	} else {
+		M.other[kind]++;
+		M.last_other[kind] = r;
+	}
+}
+
+static int64_t mass_body(void *arg)
+{
+	intptr_t v = (intptr_t)arg;
+	int kind = (int)(v % K_KINDS), i = (int)(v / K_KINDS);
+	rl_coro_conn *c;
+	char b[8];
+	int ret;
+
+	M.started[kind]++;
+	switch (kind) {
+	case K_PIPE:
+		mass_result(kind, rl_coro_fs_read(M.pipes[i % M.npipes][0], b,
+						  1, -1));
+		break;
+	case K_SLEEP:
+		mass_result(kind, rl_coro_sleep(600000));
+		break;
+	case K_JOIN: {
+		/* A joiner started only by the close may find its sleeper
+		 * returned already (0, after its own -ECANCELED): as good. */
+		int64_t r = rl_coro_join(M.sleepers[i]);
+
+		mass_result(kind, r == 0 ? -ECANCELED : r);
+		break;
+	}
+	case K_AWAIT:
+		mass_result(kind,
+			    rl_coro_await(rl_promise_ref(M.pending[i]), NULL));
+		break;
+	case K_CONN:
+		/* A start put off until the close cannot open: the socket
+		 * stays ours to close. */
+		ret = rl_coro_conn_open(M.pairs[i], &c);
+		if (ret < 0) {
+			close(M.pairs[i]);
+			mass_result(kind, ret);
+			break;
+		}
+		mass_result(kind, rl_coro_conn_read(c, b, sizeof(b), 0));
+		/* Every other one is left for the loop to close. */
+		if (i % 2)
+			cr_assert_eq(rl_coro_conn_close(c), 0);
+		break;
+	}
+	return 0;
+}
+
+static void mass_close(const struct tp *tp, size_t window, bool promises_first)
+{
+	alarm(300);
+	int n = scaled(2000, 60), nconn = scaled(2000, 40);
+	int base = tfd_count(), total;
+	struct rl_coro_ctx_options o = { .start_window = window };
+	rl_promise_ctx *pctx = NULL;
+	rl_loop *loop;
+
+	memset(&M, 0, sizeof(M));
+	M.npipes = 16;
+	M.pipes = calloc((size_t)M.npipes, sizeof(*M.pipes));
+	M.pairs = calloc(2 * (size_t)nconn, sizeof(int));
+	M.sleepers = calloc((size_t)n, sizeof(*M.sleepers));
+	M.pending = calloc((size_t)n, sizeof(*M.pending));
+	for (int i = 0; i < M.npipes; i++)
+		cr_assert_eq(pipe2(M.pipes[i], O_CLOEXEC), 0);
+	for (int i = 0; i < nconn; i++) {
+		int sv[2];
+
+		cr_assert_eq(
+			socketpair(AF_UNIX,
+				   SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				   0, sv),
+			0);
+		M.pairs[i] = sv[0];
+		M.pairs[nconn + i] = sv[1];
+	}
+	loop = tloop(tp);
+	if (promises_first)
+		cr_assert_eq(rl_promise_ctx_open(loop, &pctx), 0);
+	g_sched = tsched_opts(loop, &o);
+	if (!promises_first)
+		cr_assert_eq(rl_promise_ctx_open(loop, &pctx), 0);
+	for (int i = 0; i < n; i++)
+		M.pending[i] = rl_promise_new(pctx);
+	M.n[K_PIPE] = M.n[K_SLEEP] = M.n[K_JOIN] = M.n[K_AWAIT] = n;
+	M.n[K_CONN] = nconn;
+	total = 4 * n + nconn;
+	/* Sleepers first: the joiners join them by index. */
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(
+			rl_coro_spawn(g_sched, &M.sleepers[i], mass_body,
+				      (void *)(intptr_t)(i * K_KINDS + K_SLEEP),
+				      NULL),
+			0);
+	for (int kind = 0; kind < K_KINDS; kind++) {
+		if (kind == K_SLEEP)
+			continue;
+		for (int i = 0; i < M.n[kind]; i++)
+			cr_assert_eq(
+				rl_coro_spawn(
+					g_sched, NULL, mass_body,
+					(void *)(intptr_t)(i * K_KINDS + kind),
+					NULL),
+				0);
+	}
+	if (window == SIZE_MAX) {
+		int started;
+
+		do {
+			started = 0;
+			for (int k = 0; k < K_KINDS; k++)
+				started += M.started[k];
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		} while (started < total);
+		/* A few more turns, so every request is in the kernel. */
+		trun_for(loop, 20);
+	} else {
+		trun_for(loop, 5);
+	}
+	for (int k = 0; k < K_KINDS; k++)
+		cr_assert_eq(M.cancelled[k] + M.other[k], 0,
+			     "kind %d: a call returned before the close", k);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	for (int k = 0; k < K_KINDS; k++) {
+		cr_assert_eq(M.started[k], M.n[k], "kind %d", k);
+		cr_assert_eq(
+			M.cancelled[k], M.n[k],
+			"kind %d: %d of %d cancelled, %d other (last %lld)", k,
+			M.cancelled[k], M.n[k], M.other[k],
+			(long long)M.last_other[k]);
+	}
+	for (int i = 0; i < M.npipes; i++) {
+		close(M.pipes[i][0]);
+		close(M.pipes[i][1]);
+	}
+	for (int i = 0; i < nconn; i++)
+		close(M.pairs[nconn + i]);
+	cr_assert_eq(tfd_count(), base);
+	free(M.pipes);
+	free(M.pairs);
+	free(M.sleepers);
+	free(M.pending);
+}
+
+BACKEND_TEST(coro_attack, loop_close_with_thousands_blocked, .timeout = 300)
+{
+	mass_close(tp, SIZE_MAX, false);
+}
+
+/* The same with the default window, most starts put off, and the promise
+ * context's hook running after the scheduler's rather than before. */
+BACKEND_TEST(coro_attack, loop_close_with_most_starts_put_off, .timeout = 300)
+{
+	mass_close(tp, 0, true);
+}
+
+/* ---------------------------------------- every call while closing */
+
+struct closing_calls {
+	int64_t r[40];
+	int n;
+	int done;
+	int fd; /* a regular file */
+	int sock, peer;
+	rl_coro *finished;
+	rl_promise *pending, *settled;
+};
+
+static struct closing_calls CC;
+
+static int64_t closing_body(void *arg)
+{
+	rl_coro_conn *c;
+	rl_coro *sp;
+	char b[8] = { 0 };
+	void *gb = NULL;
+	size_t gcap = 0;
+	struct statx stx;
+	struct iovec iov = { b, sizeof(b) };
+	struct rl_addr a;
+	struct msghdr mh = { 0 };
+	int64_t *r = CC.r;
+	int n = 0;
+
+	(void)arg;
+	cr_assert_eq(rl_coro_conn_open(CC.sock, &c), 0);
+	/* Waits until the loop's close cancels the sleep. */
+	r[n++] = rl_coro_sleep(600000);
+	/* From here on every suspending call fails at once. */
+	r[n++] = rl_coro_sleep(0);
+	r[n++] = rl_coro_yield();
+	r[n++] = rl_coro_fs_read_file(tpath("x"), b, sizeof(b));
+	r[n++] = rl_coro_fs_read_file_grow(tpath("x"), &gb, &gcap);
+	r[n++] = rl_coro_fs_write_file(tpath("y"), b, 1, 0, 0644);
+	r[n++] = rl_coro_fs_open(tpath("x"), O_RDONLY, 0);
+	r[n++] = rl_coro_fs_close(CC.fd);
+	r[n++] = rl_coro_fs_read(CC.fd, b, 1, 0);
+	r[n++] = rl_coro_fs_readv(CC.fd, &iov, 1, 0);
+	r[n++] = rl_coro_fs_write(CC.fd, b, 1, 0);
+	r[n++] = rl_coro_fs_writev(CC.fd, &iov, 1, 0);
+	r[n++] = rl_coro_fs_stat(tpath("x"), &stx);
+	r[n++] = rl_coro_fs_fstat(CC.fd, &stx);
+	r[n++] = rl_coro_fs_fsync(CC.fd, 0);
+	r[n++] = rl_coro_fs_ftruncate(CC.fd, 0);
+	r[n++] = rl_coro_fs_fallocate(CC.fd, 0, 0, 1);
+	r[n++] = rl_coro_fs_unlink(tpath("x"));
+	r[n++] = rl_coro_fs_mkdir(tpath("d"), 0755);
+	r[n++] = rl_coro_fs_rmdir(tpath("d"));
+	r[n++] = rl_coro_fs_rename(tpath("x"), tpath("z"), 0);
+	r[n++] = rl_coro_net_accept(CC.sock, 0);
+	taddr(&a, AF_INET);
+	r[n++] = rl_coro_net_connect(&a, 0, 0);
+	r[n++] = rl_coro_net_recv(CC.peer, b, 1, 0);
+	r[n++] = rl_coro_net_send(CC.peer, b, 1, 0);
+	r[n++] = rl_coro_net_shutdown(CC.peer, SHUT_WR);
+	r[n++] = rl_coro_net_sendmsg(CC.peer, &mh, 0);
+	r[n++] = rl_coro_net_recvmsg(CC.peer, &mh, 0);
+	r[n++] = rl_coro_conn_read(c, b, 1, 0);
+	r[n++] = rl_coro_conn_write(c, b, 1, 0);
+	r[n++] = rl_coro_conn_shutdown(c);
+	r[n++] = rl_coro_conn_open(CC.peer, &c);
+	r[n++] = rl_coro_spawn(g_sched, &sp, ret_arg, NULL, NULL);
+	r[n++] = rl_coro_await(CC.pending, NULL);
+	CC.n = n;
+	/* The exceptions: what needs no wait still works. */
+	cr_assert_eq(rl_coro_join(CC.finished), 3);
+	cr_assert_eq(rl_coro_await(CC.settled, NULL), 0);
+	cr_assert_eq(rl_coro_conn_close(c), 0);
+	cr_assert_null(gb);
+	CC.done++;
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, every_call_fails_at_once_while_closing)
+{
+	alarm(60);
+	int base = tfd_count();
+	rl_promise_ctx *pctx;
+	rl_loop *loop;
+
+	memset(&CC, 0, sizeof(CC));
+	tfile("x", 10);
+	CC.fd = open(tpath("x"), O_RDWR | O_CLOEXEC);
+	cr_assert_geq(CC.fd, 0);
+	tpair(AF_INET, &CC.sock, &CC.peer);
+	loop = tloop(tp);
+	g_loop = loop;
+	g_sched = tsched(loop);
+	cr_assert_eq(rl_promise_ctx_open(loop, &pctx), 0);
+	CC.pending = rl_promise_new(pctx);
+	CC.settled = rl_promise_resolved(pctx, (struct rl_value){ .i = 1 });
+	cr_assert_eq(
+		rl_coro_spawn(g_sched, &CC.finished, ret_arg, (void *)3, NULL),
+		0);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, closing_body, NULL, NULL), 0);
+	trun_for(loop, 10);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(CC.done, 1);
+	cr_assert_eq(CC.n, 34);
+	for (int i = 0; i < CC.n; i++)
+		cr_assert_eq(CC.r[i], -ECANCELED, "call %d: %lld", i,
+			     (long long)CC.r[i]);
+	/* Nothing was done: the file is still there, no directory made. */
+	cr_assert_eq(access(tpath("x"), F_OK), 0);
+	cr_assert_neq(access(tpath("d"), F_OK), 0);
+	cr_assert_eq(close(CC.fd), 0, "the close was not done either");
+	close(CC.peer);
+	cr_assert_eq(tfd_count(), base);
+}
+
+/* ----------------------------------------------------- spawning storms */
+
+static int storm_ran, chain_ran, chain_depth;
+
+static int64_t storm_child(void *arg)
+{
+	(void)arg;
+	storm_ran++;
+	return 0;
+}
+
+static int64_t storm_parent(void *arg)
+{
+	int n = (int)(intptr_t)arg;
+
+	/* Never yields: every start waits for this one to return. */
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(
+			rl_coro_spawn(g_sched, NULL, storm_child, NULL, NULL),
+			0);
+	return 0;
+}
+
+static int64_t chain_link(void *arg)
+{
+	int left = (int)(intptr_t)arg;
+
+	chain_ran++;
+	if (left > 0)
+		cr_assert_eq(rl_coro_spawn(g_sched, NULL, chain_link,
+					   (void *)(intptr_t)(left - 1), NULL),
+			     0);
+	return 0;
+}
+
+/* A joiner of many: spawns n, joins them in reverse order, sums. */
+static int64_t sum_joiner(void *arg)
+{
+	int n = (int)(intptr_t)arg;
+	rl_coro **h = calloc((size_t)n, sizeof(*h));
+	int64_t sum = 0;
+
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(rl_coro_spawn(g_sched, &h[i], ret_arg,
+					   (void *)(intptr_t)(i + 1), NULL),
+			     0);
+	for (int i = n - 1; i >= 0; i--)
+		sum += rl_coro_join(h[i]);
+	free(h);
+	return sum;
+}
+
+static int64_t sum_result;
+
+static int64_t sum_top(void *arg)
+{
+	rl_coro *j;
+
+	cr_assert_eq(rl_coro_spawn(g_sched, &j, sum_joiner, arg, NULL), 0);
+	sum_result = rl_coro_join(j);
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, spawn_storms_lose_nothing, .timeout = 300)
+{
+	alarm(300);
+	int n = scaled(100000, 3000), depth = scaled(20000, 1000);
+	int nj = scaled(5000, 300);
+	rl_loop *loop = tloop(tp);
+	struct rl_coro_ctx_stats st;
+
+	g_sched = tsched(loop);
+	chain_depth = depth;
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, storm_parent,
+				   (void *)(intptr_t)n, NULL),
+		     0);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, chain_link,
+				   (void *)(intptr_t)(depth - 1), NULL),
+		     0);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, sum_top, (void *)(intptr_t)nj,
+				   NULL),
+		     0);
+	trun(loop);
+	cr_assert_eq(storm_ran, n);
+	cr_assert_eq(chain_ran, depth);
+	cr_assert_eq(sum_result, (int64_t)nj * (nj + 1) / 2);
+	rl_coro_ctx_stats(g_sched, &st);
+	cr_assert_eq(st.spawned, (uint64_t)n + depth + nj + 3);
+	cr_assert_eq(st.finished, st.spawned);
+	cr_assert_eq(st.handles, 0);
+	tsched_close(g_sched);
+	tclose(loop);
+}
+
+/* ------------------------------------------- recycled handles, stacks */
+
+static rl_coro *first_handle;
+static int64_t self_seen_ok;
+
+static int64_t dirty_and_die(void *arg)
+{
+	volatile char junk[8192];
+
+	(void)arg;
+	memset((char *)junk, 0xAA, sizeof(junk));
+	fesetround(FE_TOWARDZERO);
+	return 1;
+}
+
+static int64_t check_fresh(void *arg)
+{
+	rl_coro *me = rl_coro_self();
+
+	(void)arg;
+	if (rl_coro_done(me) == 0 && fegetround() == FE_TONEAREST &&
+	    rl_coro_name(me) && !strcmp(rl_coro_name(me), "fresh") &&
+	    rl_coro_loop() == g_loop)
+		self_seen_ok = 1;
+	return 42;
+}
+
+static int64_t fresh_joiner(void *arg)
+{
+	return rl_coro_join(arg);
+}
+
+BACKEND_TEST(coro_attack, recycled_handle_and_stack_carry_nothing_over)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	struct rl_coro_options on = { .name = "fresh" };
+	rl_coro *h, *j;
+	struct rl_coro_ctx_stats st;
+	uint64_t id0;
+
+	g_loop = loop;
+	g_sched = tsched(loop);
+	/* A detached coroutine dirties its stack and FP mode, and dies. */
+	cr_assert_eq(rl_coro_spawn(g_sched, &first_handle, dirty_and_die, NULL,
+				   NULL),
+		     0);
+	id0 = rl_coro_id(first_handle);
+	cr_assert_eq(rl_coro_detach(first_handle), 0);
+	trun(loop);
+	cr_assert_eq(fegetround(), FE_TONEAREST, "the mode leaked out");
+	/* The next one gets that handle and that stack back. */
+	cr_assert_eq(rl_coro_spawn(g_sched, &h, check_fresh, NULL, &on), 0);
+	cr_assert_eq(h, first_handle, "the handle is recycled (LIFO)");
+	cr_assert_gt(rl_coro_id(h), id0);
+	cr_assert_eq(rl_coro_done(h), 0);
+	/* The recycled handle was detached once: it must not be now. */
+	cr_assert_eq(rl_coro_spawn(g_sched, &j, fresh_joiner, h, NULL), 0);
+	trun(loop);
+	cr_assert_eq(self_seen_ok, 1);
+	cr_assert(rl_coro_done(j));
+	rl_coro_ctx_stats(g_sched, &st);
+	cr_assert_eq(st.handles, 1); /* j's */
+	cr_assert_eq(rl_coro_detach(j), 0);
+	rl_coro_ctx_stats(g_sched, &st);
+	cr_assert_eq(st.handles, 0);
+	tsched_close(g_sched);
+	tclose(loop);
+}
+
+/* ------------------------------------------------------ no more stacks */
+
+static int enomem_seen, ran_seen;
+
+static int64_t hold_stack(void *arg)
+{
+	(void)arg;
+	ran_seen++;
+	rl_coro_sleep(20);
+	return 0;
+}
+
+static int64_t hold_joiner(void *arg)
+{
+	int n = (int)(intptr_t)arg;
+	struct rl_coro_options big = { .stack_size = 64u << 20 };
+
+	for (int i = 0; i < n; i++) {
+		rl_coro *h;
+		int ret = rl_coro_spawn(g_sched, &h, hold_stack, NULL, &big);
+
+		if (ret == -ENOMEM) {
+			enomem_seen++;
+			continue;
+		}
+		cr_assert_eq(ret, 0);
+		if (rl_coro_join(h) == -ENOMEM)
+			enomem_seen++;
+	}
+	return 0;
+}
+
+static int64_t hold_parent(void *arg)
+{
+	int n = (int)(intptr_t)arg;
+	struct rl_coro_options big = { .stack_size = 64u << 20 };
+	rl_coro **h = calloc((size_t)n, sizeof(*h));
+	int spawned = 0;
+
+	for (int i = 0; i < n; i++) {
+		int ret = rl_coro_spawn(g_sched, &h[i], hold_stack, NULL, &big);
+
+		if (ret == -ENOMEM) {
+			enomem_seen++;
+			continue;
+		}
+		cr_assert_eq(ret, 0);
+		spawned++;
+	}
+	for (int i = 0; i < n; i++) {
+		int64_t v;
+
+		if (!h[i])
+			continue;
+		v = rl_coro_join(h[i]);
+		if (v == -ENOMEM)
+			enomem_seen++;
+		else
+			cr_assert_eq(v, 0);
+	}
+	free(h);
+	(void)spawned;
+	return 0;
+}
+
+/*
+ * Address space runs out (RLIMIT_AS): coroutines that cannot get a stack
+ * end with -ENOMEM as their value (or spawn refuses), the others run; no
+ * coroutine is lost, and a later spawn works again once stacks are back.
+ * Not under the sanitizers or Valgrind, whose own mappings do not fit
+ * under a small RLIMIT_AS.
+ */
+BACKEND_TEST(coro_attack, stacks_running_out_is_enomem_not_a_crash)
+{
+#if defined(RL_SAN)
+	cr_skip_test("RLIMIT_AS and the sanitizers' shadow memory");
+#else
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("RLIMIT_AS under Valgrind");
+	alarm(60);
+	enum { N = 64 };
+	rl_loop *loop = tloop(tp);
+	struct rlimit old, lim;
+	char line[256];
+	size_t vm_kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %zu kB", &vm_kb) == 1)
+			break;
+	fclose(f);
+	cr_assert_gt(vm_kb, 0);
+	g_loop = loop;
+	g_sched = tsched(loop);
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	/* Room for a few 64 MiB stacks, not for N of them. */
+	lim = old;
+	lim.rlim_cur = (rlim_t)vm_kb * 1024 + (rlim_t)(300u << 20);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, hold_parent,
+				   (void *)(intptr_t)N, NULL),
+		     0);
+	trun(loop);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_gt(enomem_seen, 0, "the limit was not reached");
+	cr_assert_gt(ran_seen, 0);
+	cr_assert_eq(ran_seen + enomem_seen, N, "%d ran, %d ENOMEM", ran_seen,
+		     enomem_seen);
+	/* With the limit gone, stacks come again. */
+	ran_seen = enomem_seen = 0;
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, hold_joiner, (void *)4, NULL),
+		     0);
+	trun(loop);
+	cr_assert_eq(ran_seen, 4);
+	cr_assert_eq(enomem_seen, 0);
+	tsched_close(g_sched);
+	tclose(loop);
+#endif
+}
+
+/* -------------------------------------------------- hostile arguments */
+
+struct hostile {
+	int64_t r[40];
+	int n;
+	int done;
+	int file, closed_fd, efd, sock, peer;
+};
+
+static struct hostile H;
+
+static int64_t hostile_body(void *arg)
+{
+	char b[16];
+	struct iovec iov = { b, sizeof(b) };
+	struct statx stx;
+	void *gb = NULL;
+	size_t cap = 0;
+	rl_coro_conn *c;
+	int64_t *r = H.r;
+	int n = 0;
+
+	(void)arg;
+	r[n++] = rl_coro_fs_read(-1, b, 1, 0);				/* 0 */
+	r[n++] = rl_coro_fs_read(H.closed_fd, b, 1, 0);			/* 1 */
+	r[n++] = rl_coro_fs_read(H.file, NULL, 10, 0);			/* 2 */
+	r[n++] = rl_coro_fs_read(H.file, b, 0, 0);			/* 3 */
+	r[n++] = rl_coro_fs_read(H.file, b, SIZE_MAX, 0);		/* 4 */
+	r[n++] = rl_coro_fs_read(H.file, b, 1, -2);			/* 5 */
+	r[n++] = rl_coro_fs_write(-1, b, 1, 0);				/* 6 */
+	r[n++] = rl_coro_fs_readv(H.file, NULL, 1, 0);			/* 7 */
+	r[n++] = rl_coro_fs_readv(H.file, &iov, UINT_MAX, 0);		/* 8 */
+	r[n++] = rl_coro_fs_read_file(NULL, b, sizeof(b));		/* 9 */
+	r[n++] = rl_coro_fs_read_file(tpath("f"), NULL, 10);		/* 10 */
+	r[n++] = rl_coro_fs_read_file_grow(tpath("f"), NULL, &cap);	/* 11 */
+	r[n++] = rl_coro_fs_read_file_grow(tpath("f"), &gb, NULL);	/* 12 */
+	r[n++] = rl_coro_fs_open(NULL, O_RDONLY, 0);			/* 13 */
+	r[n++] = rl_coro_fs_close(-1);					/* 14 */
+	r[n++] = rl_coro_fs_stat(tpath("f"), NULL);			/* 15 */
+	r[n++] = rl_coro_fs_fstat(-1, &stx);				/* 16 */
+	r[n++] = rl_coro_fs_read(H.efd, b, 1, -1);			/* 17 */
+	r[n++] = rl_coro_net_recv(-1, b, 1, 0);				/* 18 */
+	r[n++] = rl_coro_net_recv(H.file, b, 1, 0);			/* 19 */
+	r[n++] = rl_coro_net_recv(H.sock, b, 1, RL_TIMEOUT_MAX_MS + 1); /* 20 */
+	r[n++] = rl_coro_net_send(-1, b, 1, 0);				/* 21 */
+	r[n++] = rl_coro_net_accept(-1, 0);				/* 22 */
+	r[n++] = rl_coro_net_accept(H.file, 0);				/* 23 */
+	r[n++] = rl_coro_net_connect(NULL, 0, 0);			/* 24 */
+	r[n++] = rl_coro_net_shutdown(-1, SHUT_WR);			/* 25 */
+	r[n++] = rl_coro_net_shutdown(H.sock, 99);			/* 26 */
+	r[n++] = rl_coro_sleep(UINT64_MAX);				/* 27 */
+	r[n++] = rl_coro_net_send(H.sock, NULL, 5, 0);			/* 28 */
+	r[n++] = rl_coro_net_recv(H.sock, b, 0, 0);			/* 29 */
+	r[n++] = rl_coro_fs_read(H.file, b, sizeof(b), INT64_MAX);	/* 30 */
+	/* A connection of a file: reading it is the stream's error. */
+	cr_assert_eq(rl_coro_conn_open(dup(H.file), &c), 0);
+	r[n++] = rl_coro_conn_read(c, b, 1, 0);			    /* 31 */
+	r[n++] = rl_coro_conn_read(c, b, 1, 0);			    /* 32 */
+	r[n++] = rl_coro_conn_write(c, b, 1, 0);		    /* 33 */
+	r[n++] = rl_coro_conn_read(c, b, 1, RL_TIMEOUT_MAX_MS + 1); /* 34 */
+	cr_assert_eq(rl_coro_conn_close(c), 0);
+	H.n = n;
+	free(gb);
+	H.done++;
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, hostile_arguments_are_clear_errors)
+{
+	alarm(60);
+	const char *path = tfile("f", 100);
+	rl_loop *loop;
+
+	memset(&H, 0, sizeof(H));
+	loop = tloop(tp);
+	H.file = open(path, O_RDWR | O_CLOEXEC);
+	cr_assert_geq(H.file, 0);
+	H.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	cr_assert_geq(H.efd, 0);
+	tpair(AF_INET, &H.sock, &H.peer);
+	/* Last, so that no fd opened since took its number. */
+	H.closed_fd = dup(H.file);
+	close(H.closed_fd);
+	g_loop = loop;
+	g_sched = tsched(loop);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, hostile_body, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(H.done, 1);
+	cr_assert_eq(H.n, 35);
+	{
+		static const int64_t want[35] = {
+			[0] = -EBADF,	  [1] = -EBADF,	    [2] = -EFAULT,
+			[3] = 0,	  [4] = -EINVAL,    [5] = -EINVAL,
+			[6] = -EBADF,	  [7] = -EFAULT,    [8] = -EINVAL,
+			[9] = -EFAULT,	  [10] = -EFAULT,   [11] = -EINVAL,
+			[12] = -EINVAL,	  [13] = -EFAULT,   [14] = -EBADF,
+			[15] = -EFAULT,	  [16] = -EBADF,    [17] = -EINVAL,
+			[18] = -EBADF,	  [19] = -ENOTSOCK, [20] = -EINVAL,
+			[21] = -EBADF,	  [22] = -EBADF,    [23] = -ENOTSOCK,
+			[24] = -EFAULT,	  [25] = -EBADF,    [26] = -EINVAL,
+			[27] = -EINVAL,	  [28] = -EFAULT,   [29] = -EINVAL,
+			[30] = -EINVAL,	  [31] = -ENOTSOCK, [32] = -ENOTSOCK,
+			[33] = -ENOTSOCK, [34] = -EINVAL,
+		};
+
+		for (int i = 0; i < H.n; i++)
+			cr_expect_eq(H.r[i], want[i], "call %d: %lld (%s)", i,
+				     (long long)H.r[i],
+				     H.r[i] < 0 ? rl_strerror((int)H.r[i])
+						: "");
+	}
+	tsched_close(g_sched);
+	close(H.file);
+	close(H.efd);
+	close(H.sock);
+	close(H.peer);
+	tclose(loop);
+}
