@@ -468,6 +468,11 @@ static void cancel_wait(rl_coro_ctx *s, rl_coro *co)
 	}
 }
 
+static void close_starts_task(rl_task *task)
+{
+	start_more(RL__CONTAINER(task, rl_coro_ctx, close_starts));
+}
+
 /* Cancels what every coroutine waits for and runs the loop until all have
  * returned. -EBUSY when some stay suspended regardless (an await of a
  * promise nothing can settle, whose withdrawal failed), or when called
@@ -493,8 +498,13 @@ static int unwind_all(rl_coro_ctx *s)
 		rl__list_for_each(link, &s->alive) cancel_wait(
 			s, RL__CONTAINER(link, rl_coro, alive_link));
 		/* Put-off starts run now; every call they make fails with
-		 * -ECANCELED. */
-		start_more(s);
+		 * -ECANCELED. From a microtask, as every start, not from
+		 * here: the loop's close calls us outside rl_run(), and a
+		 * coroutine running there could close the loop under
+		 * itself (rl_loop_close() refuses only inside rl_run()). */
+		if (!rl__list_empty(&s->starts))
+			rl_task_queue(s->loop, &s->close_starts,
+				      close_starts_task);
 	}
 	/* Until the last coroutine returns (alive_del() stops the loop then)
 	 * or the loop goes idle with some still waiting. */

@@ -192,6 +192,7 @@ struct rl_coro_ctx {
 	uint64_t started;	/* coroutines started so far */
 	uint64_t progress_then; /* starts + finishes at the last look */
 	rl_timer stall_timer;	/* armed while starts are put off */
+	rl_task close_starts;	/* closing: starts the put-off ones */
 	bool stall_armed;
 	unsigned stalled_looks; /* looks in a row that saw no progress */
 	rl_coro *free;		/* recycled handles */

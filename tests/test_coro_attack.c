@@ -195,6 +195,67 @@ BACKEND_TEST(coro_attack, close_from_inside_a_coroutine_is_refused)
 	tclose(loop);
 }
 
+/*
+ * A start put off by the window runs when the loop's close unwinds the
+ * scheduler. That coroutine tries to close the loop, run it and close the
+ * scheduler: each must be refused (-EBUSY) as inside any coroutine, and
+ * the outer close must then finish normally, never freeing the loop or
+ * the stack under the coroutine that asked.
+ */
+static int pipe_fds[2];
+static struct inside late;
+static int late_started;
+
+static int64_t blocked_reader(void *arg)
+{
+	char b;
+
+	(void)arg;
+	return rl_coro_fs_read(pipe_fds[0], &b, 1, -1);
+}
+
+static int64_t late_closer(void *arg)
+{
+	(void)arg;
+	late_started++;
+	late.r[0] = rl_loop_close(g_loop);
+	late.r[1] = rl_run(g_loop, RL_RUN_NOWAIT);
+	late.r[2] = rl_coro_ctx_close(g_sched);
+	late.r[3] = rl_coro_sleep(1);
+	late.done++;
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, put_off_start_cannot_close_the_loop_that_unwinds_it)
+{
+	alarm(60);
+	int base = tfd_count();
+	struct rl_coro_ctx_options o = { .start_window = 1 };
+	rl_loop *loop;
+
+	cr_assert_eq(pipe2(pipe_fds, O_CLOEXEC), 0);
+	loop = tloop(tp);
+	g_loop = loop;
+	g_sched = tsched_opts(loop, &o);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, blocked_reader, NULL, NULL),
+		     0);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, late_closer, NULL, NULL), 0);
+	/* The reader starts and waits; the window (1) puts the second off,
+	 * for about two milliseconds at least. */
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(late_started, 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(late_started, 1);
+	cr_assert_eq(late.done, 1);
+	cr_assert_eq(late.r[0], -EBUSY);
+	cr_assert_eq(late.r[1], -EBUSY);
+	cr_assert_eq(late.r[2], -EBUSY);
+	cr_assert_eq(late.r[3], -ECANCELED);
+	close(pipe_fds[0]);
+	close(pipe_fds[1]);
+	cr_assert_eq(tfd_count(), base);
+}
+
 /* ------------------------------------------ closing with many blocked */
 
 enum { K_PIPE, K_SLEEP, K_JOIN, K_AWAIT, K_CONN, K_KINDS };
