@@ -32,6 +32,12 @@ static int scaled(int n, int valgrind_n)
 	return getenv("RL_VALGRIND") ? valgrind_n : n;
 }
 
+#if defined(RL_SAN)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 /* What the bodies below reach: one loop and scheduler per test process. */
 static rl_loop *g_loop;
 static rl_coro_ctx *g_sched;
@@ -792,11 +798,8 @@ static int64_t hold_parent(void *arg)
  */
 BACKEND_TEST(coro_attack, stacks_running_out_is_enomem_not_a_crash)
 {
-#if defined(RL_SAN)
-	cr_skip_test("RLIMIT_AS and the sanitizers' shadow memory");
-#else
-	if (getenv("RL_VALGRIND"))
-		cr_skip_test("RLIMIT_AS under Valgrind");
+	if (SANITIZED || getenv("RL_VALGRIND"))
+		cr_skip_test("RLIMIT_AS and the tool's own mappings");
 	alarm(60);
 	enum { N = 64 };
 	rl_loop *loop = tloop(tp);
@@ -836,7 +839,6 @@ BACKEND_TEST(coro_attack, stacks_running_out_is_enomem_not_a_crash)
 	cr_assert_eq(enomem_seen, 0);
 	tsched_close(g_sched);
 	tclose(loop);
-#endif
 }
 
 /* -------------------------------------------------- hostile arguments */
