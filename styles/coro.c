@@ -520,7 +520,11 @@ int rl_coro_ctx_close(rl_coro_ctx *s)
 {
 	if (!s)
 		return -EINVAL;
-	if (rl__coro_current || !rl__list_empty(&s->alive))
+	/* Once the loop's close has begun, its hook works with s (and
+	 * comes back to it at the end of that close) even when no coroutine
+	 * is left: a close from a callback or microtask run meanwhile would
+	 * free s under it. The loop frees s then. */
+	if (rl__coro_current || !rl__list_empty(&s->alive) || s->closing)
 		return -EBUSY;
 	rl_loop_off_close(s->loop, &s->close_hook);
 	if (s->stall_armed)

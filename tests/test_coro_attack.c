@@ -959,3 +959,58 @@ BACKEND_TEST(coro_attack, hostile_arguments_are_clear_errors)
 	close(H.peer);
 	tclose(loop);
 }
+
+/* ---------------------------- the scheduler closed during the unwinding */
+
+/*
+ * rl_coro_ctx_close() from a microtask that runs while the loop's close
+ * unwinds the scheduler (its rl_run() until the last coroutine returns):
+ * by then no coroutine is alive and none runs, but the close hook is
+ * still working with the scheduler and comes back to it at the end of
+ * the loop's close. The call must be refused (-EBUSY), never free the
+ * scheduler under the hook.
+ */
+static rl_task sched_close_task;
+static int sched_task_ran;
+static int64_t sched_task_ret = 1, unwound_read;
+
+static void close_sched_task(rl_task *task)
+{
+	(void)task;
+	sched_task_ran++;
+	sched_task_ret = rl_coro_ctx_close(g_sched);
+}
+
+static int64_t read_then_queue_close(void *arg)
+{
+	char b;
+
+	(void)arg;
+	unwound_read = rl_coro_fs_read(pipe_fds[0], &b, 1, -1);
+	/* Runs once this coroutine has returned and none is alive. */
+	rl_task_queue(g_loop, &sched_close_task, close_sched_task);
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, ctx_close_during_the_unwinding_is_refused)
+{
+	alarm(60);
+	int base = tfd_count();
+	rl_loop *loop;
+
+	cr_assert_eq(pipe2(pipe_fds, O_CLOEXEC), 0);
+	loop = tloop(tp);
+	g_loop = loop;
+	g_sched = tsched(loop);
+	cr_assert_eq(
+		rl_coro_spawn(g_sched, NULL, read_then_queue_close, NULL, NULL),
+		0);
+	trun_for(loop, 5);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(unwound_read, -ECANCELED);
+	cr_assert_eq(sched_task_ran, 1);
+	cr_assert_eq(sched_task_ret, -EBUSY);
+	close(pipe_fds[0]);
+	close(pipe_fds[1]);
+	cr_assert_eq(tfd_count(), base);
+}

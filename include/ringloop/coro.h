@@ -53,7 +53,8 @@
  *
  * rl_coro_ctx_close() before that frees the scheduler at once when no
  * coroutine is alive (spawned and not returned), and refuses (-EBUSY,
- * nothing freed) while one is, or from inside a coroutine.
+ * nothing freed) while one is, from inside a coroutine, or once the
+ * loop's close has begun (the loop frees it then).
  *
  * HANDLES. rl_coro_spawn() gives a handle (unless out is NULL: detached).
  * The handle stays valid until rl_coro_join() has returned the coroutine's
@@ -166,9 +167,9 @@ int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
 
 /*
  * Frees the scheduler, its stacks and its handles, when no coroutine is
- * alive: 0, or -EBUSY (nothing freed) while one is, or from inside a
- * coroutine. rl_loop_close() closes a scheduler with coroutines alive
- * (see the top of this file).
+ * alive: 0, or -EBUSY (nothing freed) while one is, from inside a
+ * coroutine, or once the loop's close has begun. rl_loop_close() closes
+ * a scheduler with coroutines alive (see the top of this file).
  */
 int rl_coro_ctx_close(rl_coro_ctx *sched);
 
