@@ -963,3 +963,57 @@ BACKEND_TEST(callback_attack, loop_close_runs_the_dones_of_closes_it_caused)
 	close(p2);
 	cr_assert_eq(tfd_count(), base);
 }
+
+/* ------------------------------------ the context closed during the close */
+
+/*
+ * rl_cb_ctx_close() from a microtask that runs while the loop's close
+ * runs the context's own close hook (its rl_run() for the cancelled
+ * requests' callbacks): nothing is in flight and no callback of the
+ * context runs at that moment, but the hook is still working with the
+ * context and comes back to it at the end of the close. The call must be
+ * refused (-EBUSY), as the promise layer refuses it once the loop's
+ * close has begun, never free the context under the hook.
+ */
+static rl_task close_task;
+static int close_task_ran, close_task_ret = 1;
+static int cancelled_reads;
+
+static void close_ctx_task(rl_task *task)
+{
+	(void)task;
+	close_task_ran++;
+	close_task_ret = rl_cb_ctx_close(g_cbs);
+}
+
+static void read_cancelled(int err, int64_t value, void *arg)
+{
+	(void)value;
+	(void)arg;
+	cr_assert_eq(err, -ECANCELED);
+	cancelled_reads++;
+	rl_task_queue(g_loop, &close_task, close_ctx_task);
+}
+
+BACKEND_TEST(callback_attack, ctx_close_during_the_loop_close_is_refused)
+{
+	alarm(60);
+	int base = tfd_count();
+	rl_loop *loop = tloop(tp);
+	int p[2];
+	char b;
+
+	g_loop = loop;
+	cr_assert_eq(rl_cb_ctx_open(loop, &g_cbs), 0);
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	cr_assert_eq(
+		rl_cb_fs_read(g_cbs, p[0], &b, 1, -1, read_cancelled, NULL), 0);
+	trun_for(loop, 5);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(cancelled_reads, 1);
+	cr_assert_eq(close_task_ran, 1);
+	cr_assert_eq(close_task_ret, -EBUSY);
+	close(p[0]);
+	close(p[1]);
+	cr_assert_eq(tfd_count(), base);
+}
