@@ -270,6 +270,7 @@ BACKEND_TEST(callback_attack, write_completion_frees_the_buffer_it_wrote)
 	cr_assert_eq(ff.ok, n);
 	cr_assert_eq(fn.calls, n);
 	cr_assert_eq(fn.ok, n);
+	cr_assert_eq(rl_cb_net_write_queued(c), 0);
 	cr_assert_eq(rl_cb_net_close(c, NULL, NULL), 0);
 	trun(loop);
 	close(peer);
@@ -434,6 +435,7 @@ static void sc_close_done(int err, int64_t value, void *arg)
 	cr_assert_eq(err, 0);
 	cr_assert_eq(arg, &SC);
 	SC.closes++;
+	cr_assert_eq(rl_cb_net_write_queued(SC.c), 0);
 	/* Still valid here (callback.h): give the held buffer back. */
 	SC.release_ret = rl_cb_net_release(SC.c, SC.held);
 }
@@ -511,6 +513,9 @@ static void wc_close_done(int err, int64_t value, void *arg)
 	(void)value;
 	(void)arg;
 	WC.closes++;
+	/* Every write is done: none of their bytes counts as queued, also
+	 * of the ones cancelled half sent. */
+	cr_assert_eq(rl_cb_net_write_queued(WC.c), 0);
 }
 
 static void wc_write_done(int err, int64_t value, void *arg)
@@ -770,6 +775,7 @@ static void rs_closed(int err, int64_t value, void *arg)
 	(void)value;
 	(void)arg;
 	RS.closes++;
+	cr_assert_eq(rl_cb_net_write_queued(RS.c), 0);
 }
 
 static void rs_data(int err, const void *data, size_t len, void *arg)
