@@ -1033,3 +1033,180 @@ BACKEND_TEST(coro_attack, ctx_close_during_the_unwinding_is_refused)
 	close(pipe_fds[1]);
 	cr_assert_eq(tfd_count(), base);
 }
+
+/* ------------------------------------------- nested loops, shared pool */
+
+/*
+ * A coroutine of loop A runs loop B (a different loop may run inside a
+ * callback), which resumes B's coroutines on top of A's coroutine's
+ * stack. B's coroutine sees itself, not A's; joining across schedulers is
+ * -EINVAL; closing B's scheduler or loop from inside A's coroutine is
+ * refused (-EBUSY) rather than unwinding B's coroutines from there; after
+ * B's coroutine suspends, A's continues as itself. Both schedulers share
+ * one stack pool, which refuses to close while a stack is lent.
+ */
+static rl_loop *loop_b;
+static rl_coro_ctx *sched_b;
+static rl_coro *a_self, *b_self;
+static int64_t nest_r[8];
+static int nest_done;
+
+static int64_t b_body(void *arg)
+{
+	(void)arg;
+	b_self = rl_coro_self();
+	nest_r[0] = rl_coro_loop() == loop_b;
+	nest_r[1] = rl_coro_join(a_self);  /* another scheduler's */
+	nest_r[2] = rl_coro_sleep(600000); /* until B closes */
+	nest_done++;
+	return 0;
+}
+
+static int64_t a_body(void *arg)
+{
+	(void)arg;
+	a_self = rl_coro_self();
+	cr_assert_eq(rl_coro_spawn(sched_b, NULL, b_body, NULL, NULL), 0);
+	/* Loop B runs here, on this coroutine's stack, until idle with B's
+	 * coroutine asleep (its timer keeps B alive: NOWAIT turns). */
+	for (int i = 0; i < 20 && !b_self; i++)
+		cr_assert_geq(rl_run(loop_b, RL_RUN_NOWAIT), 0);
+	nest_r[3] = rl_coro_self() == a_self;
+	nest_r[4] = rl_coro_loop() == g_loop;
+	nest_r[5] = rl_coro_ctx_close(sched_b);
+	nest_r[6] = rl_loop_close(loop_b);
+	nest_r[7] = rl_coro_sleep(1);
+	nest_done++;
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, coroutine_runs_another_loop_with_coroutines)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	struct rl_coro_ctx_options o = { 0 };
+	rl_coro_pool *pool;
+
+	cr_assert_eq(rl_coro_pool_open(&pool, 0), 0);
+	o.pool = pool;
+	g_loop = loop;
+	cr_assert_eq(rl_loop_open(&loop_b,
+				  &(struct rl_options){
+					  .backend = tp->backend,
+					  .flags = tp->flags,
+				  }),
+		     0);
+	g_sched = tsched_opts(loop, &o);
+	sched_b = tsched_opts(loop_b, &o);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, a_body, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(nest_done, 1);
+	cr_assert_eq(nest_r[0], 1);
+	cr_assert_eq(nest_r[1], -EINVAL);
+	cr_assert_eq(nest_r[3], 1);
+	cr_assert_eq(nest_r[4], 1);
+	cr_assert_eq(nest_r[5], -EBUSY);
+	cr_assert_eq(nest_r[6], -EBUSY);
+	cr_assert_eq(nest_r[7], 0);
+	/* B's coroutine still holds a stack of the shared pool. */
+	cr_assert_eq(rl_coro_pool_close(pool), -EBUSY);
+	tsched_close(g_sched);
+	cr_assert_eq(rl_loop_close(loop_b), 0);
+	cr_assert_eq(nest_done, 2);
+	cr_assert_eq(nest_r[2], -ECANCELED);
+	cr_assert_eq(rl_coro_pool_close(pool), 0);
+	tclose(loop);
+}
+
+/* -------------------------------------------------- connection attacks */
+
+/*
+ * A peer that resets while one coroutine's write waits for it, another
+ * coroutine reads and a third shuts the connection down: the write fails
+ * (-ECONNRESET or -EPIPE), the read says -ECONNRESET, and says it again;
+ * a close from yet another coroutine then ends it all, the socket closed
+ * once.
+ */
+struct cr {
+	rl_coro_conn *c;
+	int s, peer;
+	int64_t w, r1, r2, shut, after_w;
+	int writing, reading, returned;
+	char *big;
+};
+
+static struct cr CR;
+
+static int64_t cr_open(void *arg)
+{
+	(void)arg;
+	cr_assert_eq(rl_coro_conn_open(CR.s, &CR.c), 0);
+	return 0;
+}
+
+static int64_t cr_writer(void *arg)
+{
+	(void)arg;
+	CR.writing = 1;
+	CR.w = rl_coro_conn_write(CR.c, CR.big, 32 << 20, 0);
+	CR.after_w = rl_coro_conn_write(CR.c, "x", 1, 0);
+	CR.returned++;
+	return 0;
+}
+
+static int64_t cr_reader(void *arg)
+{
+	char b[64];
+
+	(void)arg;
+	CR.reading = 1;
+	CR.r1 = rl_coro_conn_read(CR.c, b, sizeof(b), 0);
+	CR.r2 = rl_coro_conn_read(CR.c, b, sizeof(b), 0);
+	CR.returned++;
+	return 0;
+}
+
+static int64_t cr_closer(void *arg)
+{
+	(void)arg;
+	/* The handle is invalid after this: no second close. */
+	cr_assert_eq(rl_coro_conn_close(CR.c), 0);
+	CR.returned++;
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, peer_reset_while_a_conn_write_waits)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	struct linger lg = { 1, 0 };
+
+	memset(&CR, 0, sizeof(CR));
+	CR.big = calloc(1, 32 << 20);
+	g_loop = loop;
+	g_sched = tsched(loop);
+	tpair(AF_INET, &CR.s, &CR.peer);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, cr_open, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, cr_writer, NULL, NULL), 0);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, cr_reader, NULL, NULL), 0);
+	trun_until(loop, CR.writing && CR.reading);
+	trun_for(loop, 20);
+	cr_assert_eq(CR.returned, 0);
+	cr_assert_eq(
+		setsockopt(CR.peer, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	close(CR.peer);
+	trun_until(loop, CR.returned == 2);
+	cr_assert(CR.w == -ECONNRESET || CR.w == -EPIPE, "%s",
+		  rl_strerror((int)CR.w));
+	cr_assert(CR.after_w == -ECONNRESET || CR.after_w == -EPIPE, "%s",
+		  rl_strerror((int)CR.after_w));
+	cr_assert_eq(CR.r1, -ECONNRESET, "%s", rl_strerror((int)CR.r1));
+	cr_assert_eq(CR.r2, -ECONNRESET, "%s", rl_strerror((int)CR.r2));
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, cr_closer, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(CR.returned, 3);
+	free(CR.big);
+	tsched_close(g_sched);
+	tclose(loop);
+}
