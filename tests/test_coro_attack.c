@@ -256,7 +256,11 @@ BACKEND_TEST(coro_attack, put_off_start_cannot_close_the_loop_that_unwinds_it)
 	cr_assert_eq(late.r[0], -EBUSY);
 	cr_assert_eq(late.r[1], -EBUSY);
 	cr_assert_eq(late.r[2], -EBUSY);
-	cr_assert_eq(late.r[3], -ECANCELED);
+	/* -ECANCELED when it started in the close. A slow run (Valgrind)
+	 * may see the stall timer start it in the close's first turn of
+	 * the loop, before the cancels: its sleep then ends either way. */
+	cr_assert(late.r[3] == -ECANCELED || late.r[3] == 0, "%lld",
+		  (long long)late.r[3]);
 	close(pipe_fds[0]);
 	close(pipe_fds[1]);
 	cr_assert_eq(tfd_count(), base);
