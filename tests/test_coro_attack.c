@@ -1214,3 +1214,50 @@ BACKEND_TEST(coro_attack, peer_reset_while_a_conn_write_waits)
 	tsched_close(g_sched);
 	tclose(loop);
 }
+
+/* ------------------------------------------ the promise context closed */
+
+/*
+ * A coroutine awaits a pending promise, and the program closes the
+ * promise context (nothing of it is in flight: no request, timer or
+ * microtask). The await holds the promise: the context must not be freed
+ * under it.
+ */
+static rl_promise_ctx *await_pctx;
+static int64_t await_res = 1;
+static int await_returned;
+
+static int64_t await_pending(void *arg)
+{
+	await_res = rl_coro_await(arg, NULL);
+	await_returned++;
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, promise_context_closed_under_an_await)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	rl_promise *p;
+	int ret;
+
+	g_loop = loop;
+	g_sched = tsched(loop);
+	cr_assert_eq(rl_promise_ctx_open(loop, &await_pctx), 0);
+	p = rl_promise_new(await_pctx);
+	cr_assert_eq(rl_coro_spawn(g_sched, NULL, await_pending,
+				   rl_promise_ref(p), NULL),
+		     0);
+	trun(loop);
+	cr_assert_eq(await_returned, 0);
+	ret = rl_promise_ctx_close(await_pctx);
+	cr_assert_eq(ret, -EBUSY, "%s", rl_strerror(ret));
+	cr_assert_eq(rl_promise_resolve(p, (struct rl_value){ .i = 9 }), 0);
+	rl_promise_unref(p);
+	trun(loop);
+	cr_assert_eq(await_returned, 1);
+	cr_assert_eq(await_res, 0);
+	cr_assert_eq(rl_promise_ctx_close(await_pctx), 0);
+	tsched_close(g_sched);
+	tclose(loop);
+}
