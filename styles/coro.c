@@ -354,6 +354,8 @@ static void sched_free(rl_coro_ctx *s)
 	}
 	if (s->own_pool)
 		rl_coro_pool_close(s->pool);
+	else
+		rl__coro_pool_use(s->pool, false);
 	if (s->altstack == 1)
 		rl__coro_altstack_put();
 	free(s);
@@ -420,6 +422,8 @@ int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
 		return ret;
 	}
 	s->altstack = ret;
+	if (!s->own_pool)
+		rl__coro_pool_use(s->pool, true);
 	rl_loop_on_close(loop, &s->close_hook, close_with_loop);
 	*out = s;
 	return 0;

@@ -1261,3 +1261,46 @@ BACKEND_TEST(coro_attack, promise_context_closed_under_an_await)
 	tsched_close(g_sched);
 	tclose(loop);
 }
+
+/*
+ * A shared pool closed while an idle scheduler (no coroutine alive, every
+ * stack back) still uses it: the scheduler's next start would take a
+ * stack from freed memory. The close must be refused until the scheduler
+ * is closed.
+ */
+static int pool_ran;
+
+static int64_t pool_body(void *arg)
+{
+	(void)arg;
+	pool_ran++;
+	return 0;
+}
+
+BACKEND_TEST(coro_attack, shared_pool_close_waits_for_its_schedulers)
+{
+	alarm(60);
+	rl_loop *loop = tloop(tp);
+	struct rl_coro_ctx_options o = { 0 };
+	rl_coro_pool *pool;
+	rl_coro_ctx *s1, *s2;
+
+	cr_assert_eq(rl_coro_pool_open(&pool, 0), 0);
+	o.pool = pool;
+	s1 = tsched_opts(loop, &o);
+	s2 = tsched_opts(loop, &o);
+	cr_assert_eq(rl_coro_spawn(s1, NULL, pool_body, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(rl_coro_pool_close(pool), -EBUSY);
+	cr_assert_eq(rl_coro_spawn(s1, NULL, pool_body, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(pool_ran, 2);
+	tsched_close(s1);
+	cr_assert_eq(rl_coro_pool_close(pool), -EBUSY); /* s2's still */
+	cr_assert_eq(rl_coro_spawn(s2, NULL, pool_body, NULL, NULL), 0);
+	trun(loop);
+	cr_assert_eq(pool_ran, 3);
+	/* The loop's close closes s2 and lets go of the pool. */
+	tclose(loop);
+	cr_assert_eq(rl_coro_pool_close(pool), 0);
+}

@@ -128,7 +128,8 @@ typedef int64_t (*rl_coro_fn)(void *arg);
 int rl_coro_pool_open(rl_coro_pool **out, size_t guard_size);
 
 /* Unmaps every stack. Returns 0, or -EBUSY (and frees nothing) while a
- * stack is lent to a coroutine. */
+ * stack is lent to a coroutine or a scheduler still shares the pool
+ * (close it first). */
 int rl_coro_pool_close(rl_coro_pool *pool);
 
 struct rl_coro_pool_stats {
