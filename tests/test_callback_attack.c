@@ -1023,3 +1023,69 @@ BACKEND_TEST(callback_attack, ctx_close_during_the_loop_close_is_refused)
 	close(p[1]);
 	cr_assert_eq(tfd_count(), base);
 }
+
+/* A server whose connection callback closes every connection at once
+ * (never read, never written), under a burst of clients: each close's
+ * done exactly once, every socket closed (no fd left), and the clients
+ * see the end. */
+struct burst {
+	int conns, closes, notices;
+};
+
+static struct burst BU;
+
+static void bu_closed(int err, int64_t value, void *arg)
+{
+	(void)err;
+	(void)value;
+	(void)arg;
+	BU.closes++;
+}
+
+static void bu_conn(int err, rl_cb_conn *c, void *arg)
+{
+	(void)arg;
+	if (err) {
+		BU.notices++;
+		return;
+	}
+	BU.conns++;
+	cr_assert_eq(rl_cb_net_close(c, bu_closed, NULL), 0);
+	/* Trimming the pool from here frees nothing in use. */
+	rl_cb_ctx_trim(g_cbs, 0);
+}
+
+BACKEND_TEST(callback_attack, connection_callback_closes_every_connection)
+{
+	alarm(60);
+	int n = scaled(200, 20);
+	rl_loop *loop = tloop(tp);
+	rl_cb_server *srv;
+	struct rl_addr a;
+	int *cl = calloc((size_t)n, sizeof(int));
+	char b;
+
+	memset(&BU, 0, sizeof(BU));
+	cr_assert_eq(rl_cb_ctx_open(loop, &g_cbs), 0);
+	taddr(&a, AF_INET);
+	cr_assert_eq(rl_cb_net_listen(g_cbs, &a, 0, 0, bu_conn, NULL, &srv), 0);
+	rl_net_local_addr(rl_cb_net_server_fd(srv), &a);
+	for (int i = 0; i < n; i++) {
+		cl[i] = tconnect(&a);
+		rl_run(loop, RL_RUN_NOWAIT);
+	}
+	trun_until(loop, BU.closes == n);
+	trun_for(loop, 10);
+	cr_assert_eq(BU.conns, n);
+	cr_assert_eq(BU.closes, n);
+	cr_assert_eq(BU.notices, 0);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(read(cl[i], &b, 1), 0);
+		close(cl[i]);
+	}
+	cr_assert_eq(rl_cb_net_server_close(srv, NULL, NULL), 0);
+	trun(loop);
+	free(cl);
+	cr_assert_eq(rl_cb_ctx_close(g_cbs), 0);
+	tclose(loop);
+}
