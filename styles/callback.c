@@ -105,6 +105,13 @@ int rl_cb_ctx_close(rl_cb_ctx *cbs)
 {
 	if (!cbs)
 		return -EINVAL;
+	/* Once the loop's close has begun, its hook works with the context
+	 * (its rl_run() for the cancelled callbacks, and its last call at
+	 * the end of that close): a close from a microtask or another
+	 * layer's callback run meanwhile would free it under the hook. The
+	 * loop frees it then. */
+	if (cbs->closed)
+		return -EBUSY;
 	/* A connection or server whose close (or read_start, or accept
 	 * retry) waits for a task or a timer is not a request in flight,
 	 * but ctx_free() would free it under the loop's task list. */

@@ -354,6 +354,8 @@ static void sched_free(rl_coro_ctx *s)
 	}
 	if (s->own_pool)
 		rl_coro_pool_close(s->pool);
+	else
+		rl__coro_pool_use(s->pool, false);
 	if (s->altstack == 1)
 		rl__coro_altstack_put();
 	free(s);
@@ -420,6 +422,8 @@ int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
 		return ret;
 	}
 	s->altstack = ret;
+	if (!s->own_pool)
+		rl__coro_pool_use(s->pool, true);
 	rl_loop_on_close(loop, &s->close_hook, close_with_loop);
 	*out = s;
 	return 0;
@@ -468,6 +472,11 @@ static void cancel_wait(rl_coro_ctx *s, rl_coro *co)
 	}
 }
 
+static void close_starts_task(rl_task *task)
+{
+	start_more(RL__CONTAINER(task, rl_coro_ctx, close_starts));
+}
+
 /* Cancels what every coroutine waits for and runs the loop until all have
  * returned. -EBUSY when some stay suspended regardless (an await of a
  * promise nothing can settle, whose withdrawal failed), or when called
@@ -493,8 +502,13 @@ static int unwind_all(rl_coro_ctx *s)
 		rl__list_for_each(link, &s->alive) cancel_wait(
 			s, RL__CONTAINER(link, rl_coro, alive_link));
 		/* Put-off starts run now; every call they make fails with
-		 * -ECANCELED. */
-		start_more(s);
+		 * -ECANCELED. From a microtask, as every start, not from
+		 * here: the loop's close calls us outside rl_run(), and a
+		 * coroutine running there could close the loop under
+		 * itself (rl_loop_close() refuses only inside rl_run()). */
+		if (!rl__list_empty(&s->starts))
+			rl_task_queue(s->loop, &s->close_starts,
+				      close_starts_task);
 	}
 	/* Until the last coroutine returns (alive_del() stops the loop then)
 	 * or the loop goes idle with some still waiting. */
@@ -510,7 +524,11 @@ int rl_coro_ctx_close(rl_coro_ctx *s)
 {
 	if (!s)
 		return -EINVAL;
-	if (rl__coro_current || !rl__list_empty(&s->alive))
+	/* Once the loop's close has begun, its hook works with s (and
+	 * comes back to it at the end of that close) even when no coroutine
+	 * is left: a close from a callback or microtask run meanwhile would
+	 * free s under it. The loop frees s then. */
+	if (rl__coro_current || !rl__list_empty(&s->alive) || s->closing)
 		return -EBUSY;
 	rl_loop_off_close(s->loop, &s->close_hook);
 	if (s->stall_armed)

@@ -104,6 +104,10 @@ struct rl__coro_stack {
 struct rl__coro_stack *rl__coro_stack_get(rl_coro_pool *pool, size_t size);
 void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st);
 
+/* A scheduler starts (use true) or stops sharing pool: the pool refuses
+ * to close while one does. */
+void rl__coro_pool_use(rl_coro_pool *pool, bool use);
+
 /* Installs the process-wide SIGSEGV handler once, and an alternate signal
  * stack on this thread when it has none. Returns 1 when it installed an
  * alternate stack the caller must release with rl__coro_altstack_put(),
@@ -192,6 +196,7 @@ struct rl_coro_ctx {
 	uint64_t started;	/* coroutines started so far */
 	uint64_t progress_then; /* starts + finishes at the last look */
 	rl_timer stall_timer;	/* armed while starts are put off */
+	rl_task close_starts;	/* closing: starts the put-off ones */
 	bool stall_armed;
 	unsigned stalled_looks; /* looks in a row that saw no progress */
 	rl_coro *free;		/* recycled handles */

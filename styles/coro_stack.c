@@ -50,6 +50,7 @@ struct rl__coro_class {
 
 struct rl_coro_pool {
 	size_t guard;
+	size_t users;		/* open schedulers sharing the pool */
 	struct rl_link classes; /* struct rl__coro_class */
 	struct rl_coro_pool_stats stats;
 };
@@ -266,6 +267,14 @@ void rl__coro_stack_put(rl_coro_pool *pool, struct rl__coro_stack *st)
 	pool->stats.idle++;
 }
 
+void rl__coro_pool_use(rl_coro_pool *pool, bool use)
+{
+	if (use)
+		pool->users++;
+	else
+		pool->users--;
+}
+
 int rl_coro_pool_close(rl_coro_pool *pool)
 {
 	struct rl__coro_class *c;
@@ -273,7 +282,10 @@ int rl_coro_pool_close(rl_coro_pool *pool)
 
 	if (!pool)
 		return -EINVAL;
-	if (pool->stats.mapped != pool->stats.idle)
+	/* A scheduler that shares the pool takes its next stack from it:
+	 * freeing the pool under an idle scheduler is a use after free at
+	 * its next start. */
+	if (pool->users || pool->stats.mapped != pool->stats.idle)
 		return -EBUSY;
 	while ((link = rl__list_pop(&pool->classes))) {
 		c = RL__CONTAINER(link, struct rl__coro_class, link);

@@ -220,9 +220,12 @@ int rl_promise_ctx_close(rl_promise_ctx *ctx)
 		return -EINVAL;
 	/* An open connection points at the context, and its next read or
 	 * write would use it after the free; so does a remote handle, whose
-	 * settlement may come from another thread at any time. */
+	 * settlement may come from another thread at any time, and a
+	 * subscription, whose subscriber (a coroutine's await) still holds
+	 * the promise and will withdraw it or wait for its settle function
+	 * through the context. */
 	if (ctx->queued || ctx->inflight || ctx->dispatching || ctx->conns ||
-	    ctx->remotes)
+	    ctx->remotes || ctx->subs)
 		return -EBUSY;
 	/* The loop's close has the context (a subscription it runs may
 	 * call us): close_with_loop() still uses it and frees it last. */
@@ -285,6 +288,7 @@ static void destroy(rl_promise *p, rl_promise **work)
 			rl__record_put(&p->ctx->inputs, rl__input_of(w));
 			break;
 		case RL__W_SUB:
+			p->ctx->subs--;
 			rl__record_put(&p->ctx->inputs, rl__input_of(w));
 			break;
 		default:
@@ -506,6 +510,7 @@ static void run_subscriber(struct rl__waiter *w)
 	rl_settle_fn fn = in->to.fn;
 	void *arg = in->at.arg;
 
+	src->ctx->subs--;
 	rl__record_put(&src->ctx->inputs, in);
 	fn(src, arg);
 }
@@ -703,6 +708,7 @@ int rl_promise_subscribe(rl_promise *p, rl_settle_fn fn, void *arg)
 	}
 	in->to.fn = fn;
 	in->at.arg = arg;
+	p->ctx->subs++;
 	rl__wait(p, &in->w, RL__W_SUB);
 	rl_promise_unref(p);
 	return 0;
@@ -721,6 +727,7 @@ int rl_promise_unsubscribe(rl_promise *p, rl_settle_fn fn, void *arg)
 		in = rl__input_of(w);
 		if (in->to.fn == fn && in->at.arg == arg) {
 			*pp = w->next;
+			p->ctx->subs--;
 			rl__record_put(&p->ctx->inputs, in);
 			return 0;
 		}

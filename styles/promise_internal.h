@@ -132,6 +132,7 @@ struct rl_promise_ctx {
 	size_t inflight; /* requests and timers in flight */
 	size_t conns;	 /* connections open (promise_conn.c) */
 	size_t remotes;	 /* handles of rl_promise_remote_new() out */
+	size_t subs;	 /* subscriptions that have not run */
 };
 
 void *rl__record_get(struct rl__record_pool *pool);

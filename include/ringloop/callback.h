@@ -39,8 +39,10 @@
  * refuse with -ECANCELED. rl_cb_ctx_close() before that frees the context
  * at once when none of its requests is in flight, and refuses (-EBUSY,
  * nothing freed) while one is, while a connection or server still
- * finishes a close, or when called from one of its own callbacks. The pooled read_file keeps at most 1 MiB of buffer per idle
- * request: a bigger one is freed when its request comes back.
+ * finishes a close, when called from one of its own callbacks, or once
+ * the loop's close has begun. The pooled read_file keeps at most 1 MiB
+ * of buffer per idle request: a bigger one is freed when its request
+ * comes back.
  */
 #ifndef RINGLOOP_CALLBACK_H
 #define RINGLOOP_CALLBACK_H
@@ -70,7 +72,8 @@ int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out);
 
 /* Frees the pool: 0, or -EBUSY (and nothing freed) while requests are in
  * flight, while a connection or server still finishes a close (run the
- * loop first), or from inside one of the context's callbacks. */
+ * loop first), from inside one of the context's callbacks, or once the
+ * loop's close has begun (the loop frees it then). */
 int rl_cb_ctx_close(rl_cb_ctx *cbs);
 
 /* ------------------------------------------------------------ read_file */

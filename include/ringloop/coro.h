@@ -53,7 +53,8 @@
  *
  * rl_coro_ctx_close() before that frees the scheduler at once when no
  * coroutine is alive (spawned and not returned), and refuses (-EBUSY,
- * nothing freed) while one is, or from inside a coroutine.
+ * nothing freed) while one is, from inside a coroutine, or once the
+ * loop's close has begun (the loop frees it then).
  *
  * HANDLES. rl_coro_spawn() gives a handle (unless out is NULL: detached).
  * The handle stays valid until rl_coro_join() has returned the coroutine's
@@ -127,7 +128,8 @@ typedef int64_t (*rl_coro_fn)(void *arg);
 int rl_coro_pool_open(rl_coro_pool **out, size_t guard_size);
 
 /* Unmaps every stack. Returns 0, or -EBUSY (and frees nothing) while a
- * stack is lent to a coroutine. */
+ * stack is lent to a coroutine or a scheduler still shares the pool
+ * (close it first). */
 int rl_coro_pool_close(rl_coro_pool *pool);
 
 struct rl_coro_pool_stats {
@@ -166,9 +168,9 @@ int rl_coro_ctx_open(rl_loop *loop, rl_coro_ctx **out,
 
 /*
  * Frees the scheduler, its stacks and its handles, when no coroutine is
- * alive: 0, or -EBUSY (nothing freed) while one is, or from inside a
- * coroutine. rl_loop_close() closes a scheduler with coroutines alive
- * (see the top of this file).
+ * alive: 0, or -EBUSY (nothing freed) while one is, from inside a
+ * coroutine, or once the loop's close has begun. rl_loop_close() closes
+ * a scheduler with coroutines alive (see the top of this file).
  */
 int rl_coro_ctx_close(rl_coro_ctx *sched);
 

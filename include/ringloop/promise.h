@@ -21,7 +21,8 @@
  * invalid after it. From the start of that close, request promises of
  * the context reject with -ECANCELED at once. rl_promise_ctx_close()
  * before that frees the context when no request, timer or microtask of
- * it is in flight and no connection of it is open, and refuses (-EBUSY,
+ * it is in flight, no connection of it is open and no subscription (a
+ * coroutine's await) waits on one of its promises, and refuses (-EBUSY,
  * nothing freed) while one is, when called from one of its own
  * reactions, or once the loop's close has begun (the loop frees it
  * then, e.g. after a subscription that ran in that close called it).
@@ -151,7 +152,8 @@ int rl_promise_ctx_open(rl_loop *loop, rl_promise_ctx **out);
 
 /* Frees the context and its pools (see above): 0, or -EBUSY while a
  * request, timer or microtask of the context is still in flight, while a
- * connection of it is open or a handle of rl_promise_remote_new() is out,
+ * connection of it is open, a handle of rl_promise_remote_new() is out or
+ * a subscription has not run (a coroutine awaits one of its promises),
  * from inside one of its reactions, or during the loop's close. */
 int rl_promise_ctx_close(rl_promise_ctx *ctx);
 
