@@ -9,10 +9,10 @@
  * The latency histogram has fixed log-scale buckets, so recording an
  * operation is an array increment, never an allocation: values below
  * BENCH_HIST_SUB ns have a bucket each, and every power of two above is
- * split into BENCH_HIST_SUB buckets, so a percentile (a bucket's middle) is within 1/128 of the true
- * value: fio's latency percentiles, which the storage cells are compared
- * with, are bucketed the same way (FIO_IO_U_PLAT_BITS 6). The minimum and
- * maximum are kept exactly.
+ * split into BENCH_HIST_SUB buckets, so a percentile (a bucket's middle)
+ * is within 1/128 of the true value: fio's latency percentiles, which
+ * the storage cells are compared with, are bucketed the same way
+ * (FIO_IO_U_PLAT_BITS 6). The minimum and maximum are kept exactly.
  */
 #ifndef RINGBENCH_STATS_H
 #define RINGBENCH_STATS_H

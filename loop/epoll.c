@@ -325,14 +325,6 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	rl__ep_fs_done(ep, req, res);
 	if (req->op == RL_OP_READ_FILE)
 		return read_file_done(loop, ep, req, res);
-	/* A write_file that found a stream without room hands its open fd
-	 * to the slow lane; once that has run, the job has closed it. */
-	if (req->op == RL_OP_WRITE_FILE) {
-		if (req->fd >= 0)
-			rl__epr(req)->bflags |= RL__EP_STREAM;
-		else
-			rl__epr(req)->bflags &= ~(uint32_t)RL__EP_STREAM;
-	}
 	if (res == RL__RES_POLL || res == RL__RES_SLOW) {
 		if (stopping) {
 			if (rl__epr(req)->bflags & RL__EP_STREAM)

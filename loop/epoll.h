@@ -62,7 +62,8 @@ enum {
 };
 
 /* What is known about a read's fd (rl__ep_req.bflags), set by the loop
- * thread before the hand-off to a worker. */
+ * thread before the hand-off to a worker, or by the worker while it runs
+ * the job (it owns the request until the loop takes it back). */
 enum {
 	RL__RD_SEEKABLE = 1, /* a regular file or block device: read blocking */
 	RL__RD_BLOCKING =
@@ -70,7 +71,8 @@ enum {
 	RL__EP_TRIED = 4, /* the fast path failed once: leave it to a worker */
 	RL__EP_OUT = 8,	  /* watched for writing (else for reading) */
 	RL__EP_STREAM = 16, /* req->fd is open: a read_file reading a stream,
-			     * a write_file waiting for the slow lane */
+			     * a write_file waiting for the slow lane (set
+			     * and cleared by its jobs) */
 	RL__EP_HELD = 32,   /* a read_file counted in rl__ep.fds_held */
 	RL__EP_AGAIN = 64,  /* a read_file's job on its second pass (set by
 			     * its worker, epoll_fs.c job_read_file()) */

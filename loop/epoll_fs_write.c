@@ -198,6 +198,7 @@ void rl__ep_job_write_file(rl_req *req)
 	if (fd >= 0) {
 		/* A regular worker opened it and found no room: go on. */
 		req->fd = -1;
+		rl__epr(req)->bflags &= ~(uint32_t)RL__EP_STREAM;
 	} else {
 		do {
 			fd = openat(AT_FDCWD, req->path, oflags,
@@ -216,9 +217,11 @@ void rl__ep_job_write_file(rl_req *req)
 		/* A pipe or socket whose reader is slow or gone may take
 		 * nothing for good. Closing the fd here would tell a FIFO's
 		 * reader that the data ended, so the slow lane takes it over
-		 * open (req->fd; the loop closes it if the request is
-		 * dropped before it runs) and goes on from res[1]. */
+		 * open (req->fd, RL__EP_STREAM: the loop closes it if the
+		 * request is dropped before it runs) and goes on from
+		 * res[1]. */
 		req->fd = fd;
+		rl__epr(req)->bflags |= RL__EP_STREAM;
 		rl__epr(req)->res[0] = res;
 		return;
 	}

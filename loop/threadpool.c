@@ -298,20 +298,23 @@ static void *worker(void *arg)
 
 		w->again = false;
 		run_job(w, req);
-		pthread_mutex_lock(&pool->lock);
 		/* A job that asked to run again goes back on the queue (its
 		 * worker is free for the next one at once), unless the loop
 		 * asked it to give up. A cancel that comes between its two
 		 * runs finds it queued (rl__pool_cancel()) or, in the few
 		 * instructions before this lock, nowhere: the loop then
-		 * turns the second run's result into -ECANCELED. */
-		if (w->again && atomic_load(&w->give_up) != req) {
-			rl__fifo_push(&pool->queue, req);
-			atomic_fetch_add_explicit(&pool->queued, 1,
-						  memory_order_seq_cst);
-			continue;
+		 * turns the second run's result into -ECANCELED. Every other
+		 * job goes to the done list without the lock. */
+		if (w->again) {
+			pthread_mutex_lock(&pool->lock);
+			if (atomic_load(&w->give_up) != req) {
+				rl__fifo_push(&pool->queue, req);
+				atomic_fetch_add_explicit(&pool->queued, 1,
+							  memory_order_seq_cst);
+				continue;
+			}
+			pthread_mutex_unlock(&pool->lock);
 		}
-		pthread_mutex_unlock(&pool->lock);
 		post_done(pool, req);
 		pthread_mutex_lock(&pool->lock);
 	}

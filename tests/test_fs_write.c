@@ -1090,8 +1090,10 @@ static void no_op_timer(rl_timer *t, int status)
  * counts from the loop's now, taken when it last ran, which may be long
  * past on a slow machine (Valgrind): one due already would run in the
  * turn's first batch, and RL_RUN_ONCE would then not sleep at all. So
- * the timer is due 20 ms after the real now; it repeats, so that the
+ * the timer is due TURN_MS after the real now; it repeats, so that the
  * wait stays bounded even if it fired early anyway. */
+enum { TURN_MS = 20 };
+
 static void run_once_bounded(rl_loop *loop)
 {
 	uint64_t now = tnow_ms(), then = rl_now_ms(loop);
@@ -1099,7 +1101,9 @@ static void run_once_bounded(rl_loop *loop)
 	rl_timer t;
 
 	rl_timer_init(&t);
-	cr_assert_eq(rl_timer_start(loop, &t, stale + 20, 20, no_op_timer), 0);
+	cr_assert_eq(
+		rl_timer_start(loop, &t, stale + TURN_MS, TURN_MS, no_op_timer),
+		0);
 	cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
 	rl_timer_stop(loop, &t);
 }
