@@ -801,6 +801,66 @@ BACKEND_TEST(fastpath, cold_read_file_burst)
 	tclose(tloop(tp));
 }
 
+/*
+ * A burst of read_files of a procfs file, more than the pool's workers:
+ * procfs refuses RWF_NOWAIT (-EOPNOTSUPP), so on epoll every job with
+ * others queued goes round the queue once before its blocking pass.
+ * Each gets the whole file, each callback runs once; a cancel of every
+ * third finds them wherever they are.
+ */
+BACKEND_TEST(fastpath, procfs_read_file_burst)
+{
+	enum { N = 40 };
+	const char *path = "/proc/version";
+	struct tseen s[N];
+	rl_req r[N];
+	char want[4096];
+	struct rl_options opt;
+	ssize_t len;
+	rl_loop *loop;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	len = read(fd, want, sizeof(want));
+	close(fd);
+	cr_assert_gt(len, 0);
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(60);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++) {
+			s[i] = (struct tseen){ 0 };
+			r[i] = (rl_req){ .data = &s[i] };
+			cr_assert_eq(rl_fs_read_file(loop, &r[i], path, NULL, 0,
+						     RL_READ_FILE_GROW,
+						     tseen_cb),
+				     0);
+		}
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 0; round == 1 && i < N; i += 3) {
+			int ret = rl_cancel(loop, &r[i]);
+
+			cr_assert(ret == 0 || ret == -ENOENT, "%d", ret);
+		}
+		trun(loop);
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(s[i].calls, 1, "read %d", i);
+			if (s[i].result == -ECANCELED) {
+				cr_assert_eq(round, 1, "read %d cancelled", i);
+			} else {
+				cr_assert_eq(s[i].result, len, "read %d: %s", i,
+					     rl_strerror((int)s[i].result));
+				cr_assert_eq(
+					memcmp(r[i].buf, want, (size_t)len), 0);
+			}
+			free(r[i].buf);
+		}
+	}
+	alarm(0);
+	tclose(loop);
+}
+
 /* A caller's buffer smaller than the file: -EFBIG, whichever path read
  * it; with RL_READ_FILE_GROW the buffer grows instead. */
 BACKEND_TEST(fastpath, too_big_and_grow)

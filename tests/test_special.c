@@ -19,15 +19,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "epoll.h" /* RL__SLOW_MAX */
 #include "helpers.h"
 
 /* A path that stays valid for the whole test (tpath() recycles four). */
 static const char *keep_path(const char *path)
 {
-	static char kept[32][512];
+	static char kept[128][512];
 	static int n;
 
-	cr_assert_lt(n, 32);
+	cr_assert_lt(n, 128);
 	snprintf(kept[n], sizeof(kept[n]), "%s", path);
 	return kept[n++];
 }
@@ -499,15 +500,20 @@ static void starve_timeout(rl_timer *t, int status)
 		st->timed_out = true;
 }
 
-/* Runs loop until st's requests have all called back, for at most 5 s,
- * and fails saying what they were stuck behind if they did not. */
+/* Runs loop until st's requests have all called back, for at most
+ * UNSTARVED_MS, and fails saying what they were stuck behind if they did
+ * not. */
+enum { UNSTARVED_MS = 5000 };
+
 static void run_unstarved(rl_loop *loop, struct starve *st, const char *behind)
 {
 	rl_timer timer;
 
 	rl_timer_init(&timer);
 	timer.data = st;
-	cr_assert_eq(rl_timer_start(loop, &timer, 5000, 0, starve_timeout), 0);
+	cr_assert_eq(
+		rl_timer_start(loop, &timer, UNSTARVED_MS, 0, starve_timeout),
+		0);
 	while (st->left > 0 && !st->timed_out)
 		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
 	cr_assert(!st->timed_out, "%d requests still stuck behind %s", st->left,
@@ -537,6 +543,21 @@ static void quick_reads_get_through(rl_loop *loop, const char *name,
 	for (int i = 0; i < QUICK_READS; i++) {
 		cr_assert_eq(quick[i].result, 12);
 		tcheck(name, qbuf[i], 12);
+	}
+}
+
+/* reqs[0..n) (seen in fs) wait for a peer that never comes: none has
+ * called back; each, cancelled, calls back once with -ECANCELED. */
+static void cancel_waiting(rl_loop *loop, rl_req *reqs, struct tseen *fs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
+		cr_assert_eq(rl_cancel(loop, &reqs[i]), 0);
+	}
+	trun(loop);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert_eq(fs[i].result, -ECANCELED);
 	}
 }
 
@@ -590,16 +611,8 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 				     0);
 	}
 	run_unstarved(loop, &st, "the FIFOs");
-	for (int i = 0; i < FIFOS + OPENS; i++) {
-		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
-		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
-	}
-	trun(loop);
+	cancel_waiting(loop, freqs, fs, FIFOS + OPENS);
 	alarm(0);
-	for (int i = 0; i < FIFOS + OPENS; i++) {
-		cr_assert_eq(fs[i].calls, 1);
-		cr_assert_eq(fs[i].result, -ECANCELED);
-	}
 	tclose(loop);
 }
 
@@ -685,16 +698,8 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 	cr_assert_eq(fs[FIFOS - 1].calls, 1);
 	cr_assert_eq(fs[FIFOS - 1].result, 3);
 	cr_assert_eq(memcmp(fbuf[FIFOS - 1], "abc", 3), 0);
-	for (int i = 0; i < FIFOS - 1; i++) {
-		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
-		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
-	}
-	trun(loop);
+	cancel_waiting(loop, freqs, fs, FIFOS - 1);
 	alarm(0);
-	for (int i = 0; i < FIFOS - 1; i++) {
-		cr_assert_eq(fs[i].calls, 1);
-		cr_assert_eq(fs[i].result, -ECANCELED);
-	}
 	tclose(loop);
 }
 
@@ -726,17 +731,28 @@ BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	quick_reads_get_through(loop, "sqw", path, "the FIFO writes");
-	for (int i = 0; i < FIFOS; i++) {
-		cr_assert_eq(fs[i].calls, 0, "nobody is at the other end");
-		cr_assert_eq(rl_cancel(loop, &freqs[i]), 0);
-	}
-	trun(loop);
+	cancel_waiting(loop, freqs, fs, FIFOS);
 	alarm(0);
-	for (int i = 0; i < FIFOS; i++) {
-		cr_assert_eq(fs[i].calls, 1);
-		cr_assert_eq(fs[i].result, -ECANCELED);
-	}
 	tclose(loop);
+}
+
+/* Reads the non-blocking FIFO rfd until its writer is gone (0), checking
+ * that what comes is want's next bytes (back is scratch of max bytes).
+ * Returns how many came. */
+static size_t read_to_end(int rfd, const char *want, char *back, size_t max)
+{
+	size_t got = 0;
+
+	for (;;) {
+		ssize_t n = read(rfd, back, max);
+
+		cr_assert(n >= 0, "%s", strerror(errno));
+		if (n == 0)
+			return got;
+		cr_assert_leq(got + (size_t)n, max);
+		cr_assert_eq(memcmp(back, want + got, (size_t)n), 0);
+		got += (size_t)n;
+	}
 }
 
 /*
@@ -823,21 +839,70 @@ BACKEND_TEST(special, full_fifo_writes_do_not_starve_the_pool)
 		cr_assert_eq(read(rfd[i], back, 1), 0);
 	}
 	/* The cancelled write's reader saw a prefix, then the end. */
-	for (;;) {
-		ssize_t n = read(rfd[0], back, BIG);
-
-		cr_assert(n >= 0, "%s", strerror(errno));
-		if (n == 0)
-			break;
-		cr_assert_eq(memcmp(back, big + got[0], (size_t)n), 0);
-		got[0] += (size_t)n;
-	}
-	cr_assert_lt(got[0], BIG);
+	cr_assert_lt(read_to_end(rfd[0], big, back, BIG), BIG);
 	for (int i = 0; i < FIFOS; i++)
 		close(rfd[i]);
 	free(big);
 	free(back);
 	tclose(loop);
+}
+
+/*
+ * The same full FIFOs, more of them than the epoll slow lane has workers
+ * (RL__SLOW_MAX), then the loop closed while the write_files wait: on
+ * epoll some in the slow lane's workers, the rest queued for one with
+ * the fds their regular workers opened; on io_uring in the kernel. Each
+ * calls back once, -ECANCELED, every fd of the loop's is closed (each
+ * reader sees the end after a prefix of the data), nothing is left open.
+ */
+BACKEND_TEST(special, full_fifo_writes_at_loop_close)
+{
+	enum { FIFOS = RL__SLOW_MAX + 6, BIG = 256 * 1024 };
+	struct tseen fs[FIFOS] = { { 0 } };
+	rl_req freqs[FIFOS];
+	struct rl_options opt;
+	int rfd[FIFOS];
+	char *big, *back;
+	rl_loop *loop;
+
+	big = malloc(BIG);
+	back = malloc(BIG);
+	cr_assert(big && back);
+	for (size_t i = 0; i < BIG; i++)
+		big[i] = (char)(i * 13 + i / 241);
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < FIFOS; i++) {
+		char name[32];
+		const char *fifo;
+
+		snprintf(name, sizeof(name), "closefifo%d", i);
+		fifo = make_fifo(name);
+		rfd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		cr_assert_geq(rfd[i], 0);
+		freqs[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], fifo, big, BIG,
+					      0, 0644, tseen_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	sleep_ms(50);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	alarm(0);
+	for (int i = 0; i < FIFOS; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert_eq(fs[i].result, -ECANCELED);
+		cr_assert_lt(read_to_end(rfd[i], big, back, BIG), BIG);
+		close(rfd[i]);
+	}
+	free(big);
+	free(back);
+	/* Only the fd check of tclose() is left, on a loop with nothing
+	 * to do. */
+	tclose(tloop(tp));
 }
 
 /* ------------------------------------------------------ character devices */
