@@ -343,12 +343,13 @@ static bool poll_needs_enter(const rl_loop *loop, struct rl__uring *u)
  * (io_cqring_wait()), which is dear on a VM, where programming the timer
  * exits to the host; a disk's completions never reach such a batch. So
  * the loop asks for none (no timer, never a sleep) and enters again while
- * the last enter still posted completions or the kernel says that task
- * work waits (IORING_SQ_TASKRUN, set up with IORING_SETUP_TASKRUN_FLAG),
- * at most max_rounds times: the rest is run by the loop's next wait.
+ * the kernel says that task work waits (IORING_SQ_TASKRUN, set up with
+ * IORING_SETUP_TASKRUN_FLAG) or, when progress is true, while the last
+ * enter still posted completions, at most max_rounds times: the rest is
+ * run by the loop's next wait.
  */
 static int get_events_batch(rl_loop *loop, struct rl__uring *u,
-			    unsigned max_rounds)
+			    unsigned max_rounds, bool progress)
 {
 	unsigned rounds = 0, before;
 	int ret, submitted = 0;
@@ -362,7 +363,7 @@ static int get_events_batch(rl_loop *loop, struct rl__uring *u,
 		submitted += ret;
 	} while (
 		++rounds < max_rounds &&
-		(io_uring_cq_ready(&u->ring) != before ||
+		((progress && io_uring_cq_ready(&u->ring) != before) ||
 		 (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_TASKRUN)));
 	return submitted;
 }
@@ -420,10 +421,20 @@ static int flush_sq(rl_loop *loop, struct rl__uring *u)
 	ret = ring_start(loop, u);
 	if (ret == 0 && u->defer_taskrun) {
 		/* The task work of what goes (the next step of a linked
-		 * chain) runs in the same enter, so that learn() sees what
-		 * completes inline as it does on the plain ring. One enter
-		 * is enough for that; what it leaves is the wait's. */
-		ret = get_events_batch(loop, u, 1);
+		 * chain) runs in the same enters, so that learn() sees what
+		 * completes inline as it does on the plain ring, and so that
+		 * a burst submitted one full SQ at a time does not pile up
+		 * in the kernel: with one enter per flush (the kernel runs
+		 * about 20 items of task work per pass), a burst of cached
+		 * read_files kept up to every slot's chain (1,024) half
+		 * done in the kernel until the loop's next wait, and the
+		 * kernel's cost per read grows with that backlog (its lists
+		 * walked, its requests and files cold in the cache; see
+		 * docs/experiments.md). More enters only while the kernel
+		 * says task work waits: requests that completed inline (a
+		 * small submit_batch of cached reads) or went to a device
+		 * leave none, and cost one enter as before. */
+		ret = get_events_batch(loop, u, TW_ROUNDS, false);
 	} else if (ret == 0) {
 		count_submit(loop, u, false);
 		ret = io_uring_submit(&u->ring);
@@ -861,7 +872,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	 * decides to sleep. */
 	if (u->defer_taskrun && u->last_reaped >= DEFER_BUSY && !entered &&
 	    timeout_ns != 0 && !io_uring_cq_ready(&u->ring)) {
-		ret = get_events_batch(loop, u, TW_ROUNDS);
+		ret = get_events_batch(loop, u, TW_ROUNDS, true);
 		if (ret < 0 && ret != -EBUSY && ret != -EINTR && ret != -EAGAIN)
 			return ret;
 		entered = true;
@@ -879,7 +890,8 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		if (u->defer_taskrun) {
 			if ((!entered || io_uring_sq_ready(&u->ring)) &&
 			    (timeout_ns != 0 || poll_needs_enter(loop, u)))
-				ret = get_events_batch(loop, u, TW_ROUNDS);
+				ret = get_events_batch(loop, u, TW_ROUNDS,
+						       true);
 			if (ret < 0 && ret != -EBUSY && ret != -EINTR &&
 			    ret != -EAGAIN)
 				return ret;
