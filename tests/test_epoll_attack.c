@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,4 +177,575 @@ BACKEND_TEST(epoll_attack, partial_fast_read_taken_back_by_the_loop)
 	free(buf);
 	tclose(loop);
 	tstall_close(&stall);
+}
+
+/* -------------------------------------------- cold bursts, two passes */
+
+/* A burst of read_files of files each its own, with the paths kept for
+ * the requests' lifetime (tpath() recycles its buffers). */
+struct burst {
+	int n;
+	size_t size;
+	char (*name)[32];
+	char (*path)[512];
+	struct tseen *s;
+	rl_req *r;
+};
+
+static void burst_init(struct burst *b, const char *prefix, int n, size_t size)
+{
+	b->n = n;
+	b->size = size;
+	b->name = calloc((size_t)n, sizeof(*b->name));
+	b->path = calloc((size_t)n, sizeof(*b->path));
+	b->s = calloc((size_t)n, sizeof(*b->s));
+	b->r = calloc((size_t)n, sizeof(*b->r));
+	cr_assert(b->name && b->path && b->s && b->r);
+	for (int i = 0; i < n; i++) {
+		snprintf(b->name[i], sizeof(b->name[i]), "%s%d", prefix, i);
+		snprintf(b->path[i], sizeof(b->path[i]), "%s",
+			 tpath(b->name[i]));
+	}
+}
+
+/* (Re)writes every file and drops it from the page cache. */
+static void burst_cold(struct burst *b)
+{
+	for (int i = 0; i < b->n; i++) {
+		unlink(b->path[i]); /* a FIFO a test left there */
+		tfile(b->name[i], b->size);
+	}
+	for (int i = 0; i < b->n; i++)
+		evict_or_skip(b->path[i], b->size);
+}
+
+/* Submits every read_file (growing buffers the loop allocates). */
+static void burst_submit(rl_loop *loop, struct burst *b)
+{
+	for (int i = 0; i < b->n; i++) {
+		b->s[i] = (struct tseen){ 0 };
+		b->r[i] = (rl_req){ .data = &b->s[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &b->r[i], b->path[i], NULL,
+					     0, RL_READ_FILE_GROW, tseen_cb),
+			     0);
+	}
+}
+
+static int burst_calls(const struct burst *b)
+{
+	int n = 0;
+
+	for (int i = 0; i < b->n; i++)
+		n += b->s[i].calls;
+	return n;
+}
+
+static void burst_run(rl_loop *loop, const struct burst *b)
+{
+	while (burst_calls(b) < b->n)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+}
+
+/* Each called back once, with the whole file or (ok_cancel) -ECANCELED;
+ * the buffers freed. Returns how many were cancelled. */
+static int burst_check(struct burst *b, bool ok_cancel)
+{
+	int cancelled = 0;
+
+	for (int i = 0; i < b->n; i++) {
+		cr_assert_eq(b->s[i].calls, 1, "read %d called back %d times",
+			     i, b->s[i].calls);
+		if (ok_cancel && b->s[i].result == -ECANCELED) {
+			cancelled++;
+		} else {
+			cr_assert_eq(b->s[i].result, (int64_t)b->size,
+				     "read %d: %s", i,
+				     b->s[i].result < 0
+					     ? rl_strerror((int)b->s[i].result)
+					     : "short");
+			tcheck(b->name[i], b->r[i].buf, b->size);
+		}
+		free(b->r[i].buf);
+		b->r[i].buf = NULL;
+	}
+	return cancelled;
+}
+
+static void burst_free(struct burst *b)
+{
+	free(b->name);
+	free(b->path);
+	free(b->s);
+	free(b->r);
+}
+
+/*
+ * A FIFO feeder: a thread that, for each path it is given, opens the
+ * FIFO for writing without waiting (which succeeds only once a reader
+ * has it open), writes msg and closes, once per path, until told to
+ * stop. A read_file that opened the FIFO then gets msg and its end.
+ */
+#define FEED_MSG "fifo-feeder-message"
+#define FEED_MAX 64
+
+struct feeder {
+	const char *path[FEED_MAX];
+	int n;
+	atomic_bool stop;
+	bool fed[FEED_MAX];
+	pthread_t th;
+};
+
+static void *feeder_main(void *arg)
+{
+	struct feeder *f = arg;
+	sigset_t pipe;
+
+	/* A reader that left makes the write fail with EPIPE, which must
+	 * not kill the test. */
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+	while (!atomic_load(&f->stop)) {
+		for (int i = 0; i < f->n; i++) {
+			int fd;
+
+			if (f->fed[i])
+				continue;
+			fd = open(f->path[i],
+				  O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			if (write(fd, FEED_MSG, strlen(FEED_MSG)) < 0) {
+			}
+			close(fd);
+			f->fed[i] = true;
+		}
+		usleep(500);
+	}
+	return NULL;
+}
+
+static void feeder_start(struct feeder *f)
+{
+	atomic_store(&f->stop, false);
+	cr_assert_eq(pthread_create(&f->th, NULL, feeder_main, f), 0);
+}
+
+static void feeder_stop(struct feeder *f)
+{
+	atomic_store(&f->stop, true);
+	pthread_join(f->th, NULL);
+}
+
+/* The read_file's result is FEED_MSG. */
+static bool got_feed(const rl_req *r, const struct tseen *s)
+{
+	return s->result == (int64_t)strlen(FEED_MSG) &&
+	       memcmp(r->buf, FEED_MSG, strlen(FEED_MSG)) == 0;
+}
+
+/* The first len bytes of buf are name's pattern. */
+static bool is_pattern(const char *name, const void *buf, size_t len)
+{
+	const unsigned char *b = buf;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != tbyte(name, i))
+			return false;
+	return true;
+}
+
+/*
+ * A cold burst on one worker: on epoll each job's first pass misses the
+ * page cache and goes round the queue; meanwhile the files change under
+ * it (truncated, unlinked, renamed over, grown, replaced by a FIFO), at a
+ * moment that moves from round to round. Whatever pass sees whatever
+ * file, each request calls back once with one consistent answer: the
+ * file as it was (whole), as it became (whole, or a prefix of the
+ * pattern for a file truncated or grown during the read), -ENOENT, or
+ * the FIFO's message.
+ */
+BACKEND_TEST(epoll_attack, cold_burst_files_changed_between_passes,
+	     .timeout = 120)
+{
+	enum { N = 36, SIZE = 40000, SMALLER = 30000, GROW = 5000, KINDS = 6 };
+	unsigned rounds = scaled(6, 2);
+	unsigned char extra[GROW];
+	struct rl_options opt;
+	struct feeder feed;
+	struct burst b;
+	rl_loop *loop;
+
+	burst_init(&b, "chg", N, SIZE);
+	rl_options_init(&opt);
+	opt.pool_threads = 1;
+	loop = tloop_opts(tp, &opt);
+	alarm(100);
+	for (unsigned round = 0; round < rounds; round++) {
+		burst_cold(&b);
+		burst_submit(loop, &b);
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		tspin_us(round * 300);
+		memset(&feed, 0, sizeof(feed));
+		for (int i = 0; i < N; i++) {
+			const char *p = b.path[i];
+			char newname[32];
+			int fd;
+
+			switch (i % KINDS) {
+			case 1:
+				cr_assert_eq(truncate(p, SIZE / 3), 0);
+				break;
+			case 2:
+				cr_assert_eq(unlink(p), 0);
+				break;
+			case 3:
+				snprintf(newname, sizeof(newname), "new%d", i);
+				cr_assert_eq(rename(tfile(newname, SMALLER), p),
+					     0);
+				break;
+			case 4:
+				for (size_t k = 0; k < GROW; k++)
+					extra[k] = tbyte(b.name[i], SIZE + k);
+				fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+				cr_assert_geq(fd, 0);
+				cr_assert_eq(write(fd, extra, GROW), GROW);
+				close(fd);
+				break;
+			case 5:
+				cr_assert_eq(unlink(p), 0);
+				cr_assert_eq(mkfifo(p, 0600), 0);
+				feed.path[feed.n++] = p;
+				break;
+			}
+		}
+		feeder_start(&feed);
+		burst_run(loop, &b);
+		feeder_stop(&feed);
+		for (int i = 0; i < N; i++) {
+			int64_t res = b.s[i].result;
+			const void *buf = b.r[i].buf;
+			char newname[32];
+
+			cr_assert_eq(b.s[i].calls, 1);
+			if (res == SIZE && is_pattern(b.name[i], buf, SIZE))
+				goto next; /* as it was */
+			switch (i % KINDS) {
+			case 1:
+				cr_assert(res >= SIZE / 3 && res <= SIZE,
+					  "truncated %d: %" PRId64, i, res);
+				/* A read racing a truncate may see the old
+				 * size and then pages the truncate zeroed or
+				 * dropped (the kernel's race, on every
+				 * backend: seen with a blocking read in a
+				 * worker): zeros past the new end. */
+				tcheck(b.name[i], buf, SIZE / 3);
+				for (int64_t k = SIZE / 3; k < res; k++) {
+					unsigned char c =
+						((const unsigned char *)buf)[k];
+
+					cr_assert(c == 0 ||
+							  c == tbyte(b.name[i],
+								     (size_t)k),
+						  "truncated %d (%d/%u): byte "
+						  "%" PRId64 " of %" PRId64
+						  " is %u",
+						  i, tp->backend, tp->flags, k,
+						  res, c);
+				}
+				break;
+			case 2:
+				cr_assert_eq(res, -ENOENT, "unlinked %d", i);
+				break;
+			case 3:
+				snprintf(newname, sizeof(newname), "new%d", i);
+				cr_assert_eq(res, SMALLER, "renamed %d", i);
+				tcheck(newname, buf, SMALLER);
+				break;
+			case 4:
+				cr_assert(res > SIZE && res <= SIZE + GROW,
+					  "grown %d: %" PRId64, i, res);
+				tcheck(b.name[i], buf, (size_t)res);
+				break;
+			case 5:
+				cr_assert(res == -ENOENT ||
+						  got_feed(&b.r[i], &b.s[i]),
+					  "fifo %d: %" PRId64, i, res);
+				break;
+			default:
+				cr_assert_fail("unchanged %d: %" PRId64, i,
+					       res);
+			}
+		next:
+			free(b.r[i].buf);
+		}
+	}
+	alarm(0);
+	burst_free(&b);
+	tclose(loop);
+}
+
+struct canceller {
+	rl_loop *loop;
+	struct burst *b;
+	int stride;
+	bool *hit; /* rl_cancel() said 0 for it */
+	int *calls;
+};
+
+static struct canceller the_canceller;
+
+/* Counts, then cancels the request stride places further on. */
+static void cancel_next_cb(rl_req *req)
+{
+	struct canceller *c = &the_canceller;
+	struct tseen *s = req->data;
+	int i = (int)(s - c->b->s), j = (i + c->stride) % c->b->n;
+	int ret;
+
+	s->calls++;
+	s->result = req->result;
+	ret = rl_cancel(c->loop, &c->b->r[j]);
+	cr_assert(ret == 0 || ret == -ENOENT || ret == -EALREADY,
+		  "cancel %d: %d", j, ret);
+	if (ret == 0)
+		c->hit[j] = true;
+}
+
+/*
+ * Cancels from the callbacks of the same cold burst: each callback
+ * cancels a request further on, which may be queued, between its two
+ * passes, running, finished and not yet reaped, or done. Many rounds, a
+ * different stride each. A request rl_cancel() accepted ends with
+ * -ECANCELED (a read_file's data is not kept once cancelled), one it
+ * never accepted with the whole file; each calls back exactly once.
+ */
+BACKEND_TEST(epoll_attack, cancels_from_callbacks_of_a_cold_burst,
+	     .timeout = 120)
+{
+	enum { N = 32, SIZE = 24000 };
+	unsigned rounds = scaled(16, 3);
+	bool hit[N];
+	struct rl_options opt;
+	struct burst b;
+	rl_loop *loop;
+
+	burst_init(&b, "cb", N, SIZE);
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(100);
+	for (unsigned round = 0; round < rounds; round++) {
+		the_canceller =
+			(struct canceller){ .loop = loop,
+					    .b = &b,
+					    .stride = 1 + (int)round % 7,
+					    .hit = hit };
+		memset(hit, 0, sizeof(hit));
+		burst_cold(&b);
+		for (int i = 0; i < N; i++) {
+			b.s[i] = (struct tseen){ 0 };
+			b.r[i] = (rl_req){ .data = &b.s[i] };
+			cr_assert_eq(rl_fs_read_file(loop, &b.r[i], b.path[i],
+						     NULL, 0, RL_READ_FILE_GROW,
+						     cancel_next_cb),
+				     0);
+		}
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		/* And one from outside, at a moment that moves. */
+		tspin_us(round * 150);
+		if (rl_cancel(loop, &b.r[round % N]) == 0)
+			hit[round % N] = true;
+		burst_run(loop, &b);
+		trun(loop);
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(b.s[i].calls, 1, "read %d", i);
+			if (hit[i]) {
+				cr_assert_eq(b.s[i].result, -ECANCELED,
+					     "read %d: %" PRId64, i,
+					     b.s[i].result);
+			} else {
+				cr_assert_eq(b.s[i].result, SIZE,
+					     "read %d: %" PRId64, i,
+					     b.s[i].result);
+				tcheck(b.name[i], b.r[i].buf, SIZE);
+			}
+			free(b.r[i].buf);
+		}
+	}
+	alarm(0);
+	burst_free(&b);
+	tclose(loop);
+}
+
+/*
+ * The loop closed while a cold burst bounces between its passes, at a
+ * moment that moves from round to round, on pools of 1 to 3 workers:
+ * each request calls back once, with the whole file or -ECANCELED;
+ * every worker is joined and no fd is left.
+ */
+BACKEND_TEST(epoll_attack, loop_closed_while_jobs_bounce, .timeout = 120)
+{
+	enum { N = 40, SIZE = 20000 };
+	unsigned rounds = scaled(12, 3);
+	int threads = tthread_count();
+	struct rl_options opt;
+	struct burst b;
+	rl_loop *loop;
+
+	burst_init(&b, "bounce", N, SIZE);
+	alarm(100);
+	for (unsigned round = 0; round < rounds; round++) {
+		burst_cold(&b);
+		rl_options_init(&opt);
+		opt.pool_threads = 1 + round % 3;
+		loop = tloop_opts(tp, &opt);
+		burst_submit(loop, &b);
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		tspin_us((round * 397) % 3000);
+		if (round % 2)
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_eq(rl_loop_close(loop), 0);
+		burst_check(&b, true);
+		cr_assert_eq(tthread_count(), threads, "workers left");
+	}
+	alarm(0);
+	burst_free(&b);
+	/* The loops were closed above: only the fd check of tclose() is
+	 * left, through a loop that has nothing to do. */
+	tclose(tloop(tp));
+}
+
+/*
+ * One burst of everything a read_file meets, on one worker: cold files
+ * (a first pass that misses), procfs (refuses RWF_NOWAIT), /dev/zero
+ * into a fixed buffer (-EFBIG), /dev/null (empty), FIFOs a feeder writes
+ * to, interleaved. Each gets its own answer, once.
+ */
+BACKEND_TEST(epoll_attack, mixed_burst_on_one_worker, .timeout = 120)
+{
+	enum { N = 40, SIZE = 30000, KINDS = 5, FIFOS = N / KINDS };
+	unsigned rounds = scaled(4, 1);
+	char ver[4096], zbuf[N][16];
+	const char *fifo[FIFOS];
+	struct tseen s[N];
+	rl_req r[N];
+	struct rl_options opt;
+	struct feeder feed;
+	struct burst b;
+	ssize_t vlen;
+	rl_loop *loop;
+	int fd = open("/proc/version", O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	vlen = read(fd, ver, sizeof(ver));
+	close(fd);
+	cr_assert_gt(vlen, 0);
+	burst_init(&b, "mixed", N, SIZE);
+	/* Every fifth file becomes a FIFO at the same path. */
+	for (int i = 0; i < FIFOS; i++)
+		fifo[i] = b.path[i * KINDS + 4];
+	rl_options_init(&opt);
+	opt.pool_threads = 1;
+	loop = tloop_opts(tp, &opt);
+	alarm(100);
+	for (unsigned round = 0; round < rounds; round++) {
+		burst_cold(&b);
+		memset(&feed, 0, sizeof(feed));
+		for (int i = 0; i < FIFOS; i++) {
+			cr_assert_eq(unlink(fifo[i]), 0);
+			cr_assert_eq(mkfifo(fifo[i], 0600), 0);
+			feed.path[feed.n++] = fifo[i];
+		}
+		for (int i = 0; i < N; i++) {
+			const char *path = b.path[i];
+			void *buf = NULL;
+			size_t len = 0;
+			unsigned flags = RL_READ_FILE_GROW;
+
+			if (i % KINDS == 1)
+				path = "/proc/version";
+			if (i % KINDS == 2 || i % KINDS == 3) {
+				path = i % KINDS == 2 ? "/dev/zero"
+						      : "/dev/null";
+				buf = zbuf[i];
+				len = sizeof(zbuf[i]);
+				flags = 0;
+			}
+			s[i] = (struct tseen){ 0 };
+			r[i] = (rl_req){ .data = &s[i] };
+			cr_assert_eq(rl_fs_read_file(loop, &r[i], path, buf,
+						     len, flags, tseen_cb),
+				     0);
+		}
+		feeder_start(&feed);
+		for (int done = 0; done < N;) {
+			cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+			done = 0;
+			for (int i = 0; i < N; i++)
+				done += s[i].calls;
+		}
+		feeder_stop(&feed);
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(s[i].calls, 1);
+			switch (i % KINDS) {
+			case 0:
+				cr_assert_eq(s[i].result, SIZE, "%" PRId64,
+					     s[i].result);
+				tcheck(b.name[i], r[i].buf, SIZE);
+				free(r[i].buf);
+				break;
+			case 1:
+				cr_assert_eq(s[i].result, vlen);
+				cr_assert_eq(
+					memcmp(r[i].buf, ver, (size_t)vlen), 0);
+				free(r[i].buf);
+				break;
+			case 2:
+				cr_assert_eq(s[i].result, -EFBIG);
+				break;
+			case 3:
+				cr_assert_eq(s[i].result, 0);
+				break;
+			case 4:
+				cr_assert(got_feed(&r[i], &s[i]),
+					  "fifo %d: %" PRId64, i, s[i].result);
+				free(r[i].buf);
+				break;
+			}
+		}
+	}
+	alarm(0);
+	burst_free(&b);
+	tclose(loop);
+}
+
+/*
+ * Every file cold, on a pool of one worker, then of many: the second
+ * pass must not livelock (a job that misses again is not sent round
+ * once more), and every request completes with the whole file.
+ */
+BACKEND_TEST(epoll_attack, all_cold_on_one_worker_and_on_many, .timeout = 120)
+{
+	static const unsigned threads[] = { 1, 64 };
+	unsigned n = scaled(192, 24);
+	struct rl_options opt;
+	struct burst b;
+	rl_loop *loop;
+
+	burst_init(&b, "all", (int)n, 12000);
+	alarm(100);
+	for (unsigned t = 0; t < 2; t++) {
+		burst_cold(&b);
+		rl_options_init(&opt);
+		opt.pool_threads = threads[t];
+		loop = tloop_opts(tp, &opt);
+		burst_submit(loop, &b);
+		burst_run(loop, &b);
+		burst_check(&b, false);
+		tclose(loop);
+	}
+	alarm(0);
+	burst_free(&b);
 }
