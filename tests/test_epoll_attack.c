@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,6 +30,12 @@
 #include "helpers.h"
 
 /* ------------------------------------------------------------ helpers */
+
+/* How many bytes wait in a pipe. */
+static int ioctl_fionread(int fd, int *n)
+{
+	return ioctl(fd, FIONREAD, n);
+}
 
 /* Counts scaled down under Valgrind, which runs every test far slower. */
 static inline unsigned scaled(unsigned n, unsigned under_valgrind)
@@ -377,6 +384,8 @@ BACKEND_TEST(epoll_attack, cold_burst_files_changed_between_passes,
 	struct burst b;
 	rl_loop *loop;
 
+	/* The feeder is a thread of the test's own. */
+	tskip_uring_threads_under_valgrind(tp);
 	burst_init(&b, "chg", N, SIZE);
 	rl_options_init(&opt);
 	opt.pool_threads = 1;
@@ -636,8 +645,11 @@ BACKEND_TEST(epoll_attack, mixed_burst_on_one_worker, .timeout = 120)
 	struct burst b;
 	ssize_t vlen;
 	rl_loop *loop;
-	int fd = open("/proc/version", O_RDONLY | O_CLOEXEC);
+	int fd;
 
+	/* The feeder is a thread of the test's own. */
+	tskip_uring_threads_under_valgrind(tp);
+	fd = open("/proc/version", O_RDONLY | O_CLOEXEC);
 	cr_assert_geq(fd, 0);
 	vlen = read(fd, ver, sizeof(ver));
 	close(fd);
@@ -748,4 +760,376 @@ BACKEND_TEST(epoll_attack, all_cold_on_one_worker_and_on_many, .timeout = 120)
 	}
 	alarm(0);
 	burst_free(&b);
+}
+
+/* -------------------------------------------- write_file's hand-over */
+
+/* The byte at off of every write_file's data here. */
+static unsigned char wbyte(size_t off)
+{
+	return (unsigned char)(off * 7 + off / 251 + 3);
+}
+
+static unsigned char *wdata(size_t len)
+{
+	unsigned char *d = malloc(len);
+
+	cr_assert_not_null(d);
+	for (size_t i = 0; i < len; i++)
+		d[i] = wbyte(i);
+	return d;
+}
+
+/* A FIFO's reader, opened by the test before the write_file (so that the
+ * write_file's open finds it), without waiting; what it read so far. */
+struct reader {
+	char path[512];
+	int fd;
+	size_t got;
+	bool final; /* the write_file called back: a 0 read is the end */
+	bool eof;
+};
+
+static void reader_open(struct reader *rd, const char *name)
+{
+	snprintf(rd->path, sizeof(rd->path), "%s", tpath(name));
+	unlink(rd->path);
+	cr_assert_eq(mkfifo(rd->path, 0600), 0, "mkfifo: %s", strerror(errno));
+	rd->fd = open(rd->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	cr_assert_geq(rd->fd, 0);
+	rd->got = 0;
+	rd->final = false;
+	rd->eof = false;
+}
+
+/* Reads at most max bytes of what is there now, checking each; returns
+ * how many. A FIFO reads 0 before its writer came as after it left: 0 is
+ * the end only once the write_file has called back (final). */
+static size_t reader_take(struct reader *rd, size_t max)
+{
+	unsigned char buf[8192];
+	size_t took = 0;
+
+	while (took < max && !rd->eof) {
+		size_t want =
+			max - took < sizeof(buf) ? max - took : sizeof(buf);
+		ssize_t r = read(rd->fd, buf, want);
+
+		if (r < 0) {
+			cr_assert_eq(errno, EAGAIN, "read: %s",
+				     strerror(errno));
+			break;
+		}
+		if (r == 0) {
+			rd->eof = rd->final;
+			break;
+		}
+		for (ssize_t i = 0; i < r; i++)
+			cr_assert_eq(buf[i], wbyte(rd->got + (size_t)i),
+				     "byte %zu", rd->got + (size_t)i);
+		rd->got += (size_t)r;
+		took += (size_t)r;
+	}
+	return took;
+}
+
+/* The write_file called back: reads to the end, which must come (its
+ * fd closed) within 20 s. */
+static void reader_finish(struct reader *rd, size_t max)
+{
+	uint64_t end = tnow_ms() + 20000;
+
+	rd->final = true;
+	while (!rd->eof) {
+		reader_take(rd, max);
+		cr_assert_lt(tnow_ms(), end, "no end: a writer is left open");
+	}
+}
+
+static void reader_close(struct reader *rd)
+{
+	if (rd->fd >= 0)
+		close(rd->fd);
+	rd->fd = -1;
+}
+
+/* Runs the loop without sleeping (the test's own thread feeds the
+ * FIFOs) until *calls reaches want, taking from the readers meanwhile at
+ * most step bytes each per pass. */
+static void run_draining(rl_loop *loop, const int *calls, int want,
+			 struct reader *rds, int n, size_t step)
+{
+	uint64_t end = tnow_ms() + 60000;
+
+	while (*calls < want) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 0; i < n; i++)
+			reader_take(&rds[i], step);
+		cr_assert_lt(tnow_ms(), end, "stuck: %d of %d", *calls, want);
+	}
+}
+
+/* On io_uring the kernel raises SIGPIPE for a write to a pipe without a
+ * reader, as write(2) does (ringloop.h says a program writing to pipes
+ * ignores it); epoll's workers keep it to themselves, so there the test
+ * keeps the default action, which would kill it. */
+static void sigpipe_as_documented(const struct tp *tp)
+{
+	if (tp->backend == RL_BACKEND_URING)
+		signal(SIGPIPE, SIG_IGN);
+}
+
+struct counted {
+	int calls;
+};
+
+static struct counted wf_count;
+static struct tseen wf_seen[RL__SLOW_MAX + 16];
+
+static void wf_cb(rl_req *req)
+{
+	struct tseen *s = req->data;
+
+	s->calls++;
+	s->result = req->result;
+	wf_count.calls++;
+}
+
+/*
+ * Readers that leave after a prefix: each write_file filled its FIFO
+ * (on epoll: handed to the slow lane with its fd open), its reader takes
+ * a prefix of a different length, checks it, and closes. Each
+ * write_file fails with -EPIPE, once; on epoll the process survives with
+ * SIGPIPE at its default action.
+ */
+BACKEND_TEST(epoll_attack, reader_leaves_after_the_hand_over, .timeout = 60)
+{
+	enum { FIFOS = 4, BIG = 1 << 20 };
+	unsigned rounds = scaled(4, 2);
+	unsigned char *data = wdata(BIG);
+	struct reader rds[FIFOS];
+	rl_req reqs[FIFOS];
+	rl_loop *loop;
+
+	sigpipe_as_documented(tp);
+	loop = tloop(tp);
+	alarm(50);
+	for (unsigned round = 0; round < rounds; round++) {
+		wf_count.calls = 0;
+		for (int i = 0; i < FIFOS; i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "leave%d", i);
+			reader_open(&rds[i], name);
+			wf_seen[i] = (struct tseen){ 0 };
+			reqs[i] = (rl_req){ .data = &wf_seen[i] };
+			cr_assert_eq(rl_fs_write_file(loop, &reqs[i],
+						      rds[i].path, data, BIG, 0,
+						      0644, wf_cb),
+				     0);
+		}
+		/* Until every FIFO is full (its writer waits for room). */
+		for (int i = 0; i < FIFOS; i++) {
+			uint64_t end = tnow_ms() + 20000;
+			int room = 0;
+
+			do {
+				cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+				cr_assert_eq(ioctl_fionread(rds[i].fd, &room),
+					     0);
+				cr_assert_lt(tnow_ms(), end);
+			} while (room < 65536);
+		}
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 0; i < FIFOS; i++) {
+			size_t prefix = 1000 + (size_t)(i + round) * 7777;
+
+			cr_assert_eq(reader_take(&rds[i], prefix), prefix);
+			reader_close(&rds[i]);
+		}
+		run_draining(loop, &wf_count.calls, FIFOS, rds, 0, 0);
+		for (int i = 0; i < FIFOS; i++) {
+			cr_assert_eq(wf_seen[i].calls, 1);
+			cr_assert_eq(wf_seen[i].result, -EPIPE, "%" PRId64,
+				     wf_seen[i].result);
+		}
+	}
+	alarm(0);
+	free(data);
+	tclose(loop);
+}
+
+/*
+ * Slow readers: the first bytes one at a time, one per pass of the
+ * loop, then small reads; the write_files (each more than a FIFO holds)
+ * go on from where the regular worker stopped and every byte arrives
+ * once, in order, then the end.
+ */
+BACKEND_TEST(epoll_attack, readers_read_byte_by_byte, .timeout = 60)
+{
+	enum { FIFOS = 3, BIG = 200 * 1024, SLOW = 3000 };
+	unsigned char *data = wdata(BIG);
+	struct reader rds[FIFOS];
+	rl_req reqs[FIFOS];
+	uint64_t end;
+	rl_loop *loop;
+
+	loop = tloop(tp);
+	alarm(50);
+	wf_count.calls = 0;
+	for (int i = 0; i < FIFOS; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "slow%d", i);
+		reader_open(&rds[i], name);
+		wf_seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &wf_seen[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], rds[i].path, data,
+					      BIG - (size_t)i * 333, 0, 0644,
+					      wf_cb),
+			     0);
+	}
+	end = tnow_ms() + 40000;
+	while (rds[0].got < SLOW || rds[1].got < SLOW || rds[2].got < SLOW) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 0; i < FIFOS; i++)
+			if (rds[i].got < SLOW)
+				reader_take(&rds[i], 1);
+		cr_assert_lt(tnow_ms(), end, "%d/%u: %zu %zu %zu, %d %d %d",
+			     tp->backend, tp->flags, rds[0].got, rds[1].got,
+			     rds[2].got, wf_seen[0].calls, wf_seen[1].calls,
+			     wf_seen[2].calls);
+	}
+	run_draining(loop, &wf_count.calls, FIFOS, rds, FIFOS, 512);
+	for (int i = 0; i < FIFOS; i++) {
+		size_t len = BIG - (size_t)i * 333;
+
+		cr_assert_eq(wf_seen[i].calls, 1);
+		cr_assert_eq(wf_seen[i].result, (int64_t)len);
+		reader_finish(&rds[i], BIG);
+		cr_assert_eq(rds[i].got, len);
+		reader_close(&rds[i]);
+	}
+	alarm(0);
+	free(data);
+	tclose(loop);
+}
+
+/*
+ * A cancel that lands at a moment moving round by round through the
+ * hand-over: the regular worker's open and first writes, its handing the
+ * open fd back, the slow lane's queue, the slow lane's wait for room.
+ * The write_file ends with -ECANCELED, once; its reader then sees a
+ * prefix of the data and the end (the write_file's fd was closed, never
+ * left open nor lost).
+ */
+BACKEND_TEST(epoll_attack, cancel_at_the_hand_over, .timeout = 60)
+{
+	enum { BIG = 256 * 1024 };
+	unsigned rounds = scaled(80, 8);
+	unsigned char *data = wdata(BIG);
+	struct reader rd;
+	rl_req req;
+	rl_loop *loop;
+
+	loop = tloop(tp);
+	alarm(50);
+	for (unsigned round = 0; round < rounds; round++) {
+		int ret;
+
+		wf_count.calls = 0;
+		reader_open(&rd, "handover");
+		wf_seen[0] = (struct tseen){ 0 };
+		req = (rl_req){ .data = &wf_seen[0] };
+		cr_assert_eq(rl_fs_write_file(loop, &req, rd.path, data, BIG, 0,
+					      0644, wf_cb),
+			     0);
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		tspin_us((round * 53) % 1500);
+		if (round % 3 == 1)
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		ret = rl_cancel(loop, &req);
+		cr_assert_eq(ret, 0, "cancel: %d", ret);
+		run_draining(loop, &wf_count.calls, 1, NULL, 0, 0);
+		cr_assert_eq(wf_seen[0].calls, 1);
+		cr_assert_eq(wf_seen[0].result, -ECANCELED);
+		reader_finish(&rd, BIG);
+		cr_assert_lt(rd.got, BIG);
+		reader_close(&rd);
+	}
+	alarm(0);
+	free(data);
+	tclose(loop);
+}
+
+/*
+ * More write_files than the slow lane has workers (RL__SLOW_MAX), each
+ * more than its FIFO holds: on epoll the last ones wait in the slow
+ * lane's queue with their fds open. Round 0 drains every reader: each
+ * write_file gives its length, each reader every byte and the end.
+ * Round 1 drains part of them, then closes the loop: each calls back
+ * once, with its length (its reader then has every byte) or -ECANCELED
+ * (a prefix); every reader sees the end, no fd is left.
+ */
+BACKEND_TEST(epoll_attack, more_hand_overs_than_slow_workers, .timeout = 90)
+{
+	enum { FIFOS = RL__SLOW_MAX + 8, BIG = 100 * 1024 };
+	unsigned char *data = wdata(BIG);
+	struct reader rds[FIFOS];
+	rl_req reqs[FIFOS];
+	rl_loop *loop;
+
+	alarm(80);
+	for (int round = 0; round < 2; round++) {
+		loop = tloop(tp);
+		wf_count.calls = 0;
+		for (int i = 0; i < FIFOS; i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "many%d", i);
+			reader_open(&rds[i], name);
+			wf_seen[i] = (struct tseen){ 0 };
+			reqs[i] = (rl_req){ .data = &wf_seen[i] };
+			cr_assert_eq(rl_fs_write_file(loop, &reqs[i],
+						      rds[i].path, data, BIG, 0,
+						      0644, wf_cb),
+				     0);
+		}
+		for (int k = 0; k < 20; k++) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			usleep(1000);
+		}
+		if (round == 0) {
+			run_draining(loop, &wf_count.calls, FIFOS, rds, FIFOS,
+				     16384);
+		} else {
+			/* Every other reader takes some, a few all. */
+			for (int k = 0; k < 30; k++) {
+				cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+				for (int i = 0; i < FIFOS; i += 2)
+					reader_take(&rds[i],
+						    i % 8 ? 4096 : BIG);
+			}
+			cr_assert_eq(rl_loop_close(loop), 0);
+		}
+		for (int i = 0; i < FIFOS; i++) {
+			cr_assert_eq(wf_seen[i].calls, 1, "write_file %d", i);
+			cr_assert(wf_seen[i].result == BIG ||
+					  (round == 1 &&
+					   wf_seen[i].result == -ECANCELED),
+				  "write_file %d: %" PRId64, i,
+				  wf_seen[i].result);
+			reader_finish(&rds[i], BIG);
+			if (wf_seen[i].result == BIG)
+				cr_assert_eq(rds[i].got, BIG, "reader %d", i);
+			else
+				cr_assert_lt(rds[i].got, BIG, "reader %d", i);
+			reader_close(&rds[i]);
+		}
+		if (round == 0)
+			tclose(loop);
+	}
+	alarm(0);
+	free(data);
+	tclose(tloop(tp));
 }
