@@ -1133,3 +1133,312 @@ BACKEND_TEST(epoll_attack, more_hand_overs_than_slow_workers, .timeout = 90)
 	free(data);
 	tclose(tloop(tp));
 }
+
+/* ---------------------------------------------------------- the fd budget */
+
+/* The highest fd open in this process. */
+static int highest_fd(void)
+{
+	int hi = -1;
+
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			hi = fd;
+	return hi;
+}
+
+/* Fills every free fd below the highest open one with /dev/null, so
+ * that a limit of highest_fd() + 1 + k leaves exactly k free; returns
+ * how many it opened, into held (closed with unfill_holes()). */
+static int fill_holes(int *held, int max)
+{
+	int hi = highest_fd(), n = 0;
+
+	for (;;) {
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		cr_assert_geq(fd, 0);
+		if (fd > hi) {
+			close(fd);
+			return n;
+		}
+		cr_assert_lt(n, max);
+		held[n++] = fd;
+	}
+}
+
+static void unfill_holes(const int *held, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(held[i]);
+}
+
+/* A FIFO at path holding FEED_MSG, with a writer (returned) and no
+ * reader: a read_file of it gets the message, then its end once the test
+ * closes the writer, which it does when the message was taken (see
+ * fifo_taken()). The test needs no fd of its own to feed it later (a
+ * feeder that had to open it could find none left). */
+static int fifo_with_message(const char *path)
+{
+	int tmp, wfd;
+
+	unlink(path);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	tmp = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	cr_assert_geq(tmp, 0);
+	wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	cr_assert_geq(wfd, 0);
+	cr_assert_eq(write(wfd, FEED_MSG, strlen(FEED_MSG)),
+		     (ssize_t)strlen(FEED_MSG));
+	close(tmp);
+	return wfd;
+}
+
+/* Whether a reader took the message out of the FIFO written by wfd. */
+static bool fifo_taken(int wfd)
+{
+	int left = -1;
+
+	return ioctl_fionread(wfd, &left) == 0 && left == 0;
+}
+
+/*
+ * RLIMIT_NOFILE barely above what the test holds, and everything that
+ * takes an fd at once: a cold burst (each read_file holds one for a
+ * moment, on both passes), FIFO read_files that keep theirs until their
+ * writer goes, write_files into full FIFOs that
+ * keep theirs in the slow lane until the test drains the readers. Each
+ * request calls back once, with its data or -EMFILE; nothing hangs, no
+ * fd is left.
+ */
+BACKEND_TEST(epoll_attack, fd_budget_cold_streams_and_hand_overs,
+	     .timeout = 120)
+{
+	enum { N = 24, SIZE = 30000, FIFOS = 4, WRITES = 4, BIG = 200 * 1024 };
+	static const int slack[] = { 2, 5, 9 };
+	unsigned char *data = wdata(BIG);
+	struct reader rds[WRITES];
+	struct tseen fs[FIFOS], ws[WRITES];
+	rl_req fr[FIFOS], wr[WRITES];
+	struct rlimit old, rl;
+	struct rl_options opt;
+	int wfd[FIFOS], holes[64], nholes;
+	struct burst b, fifos;
+	rl_loop *loop;
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	burst_init(&b, "budget", N, SIZE);
+	burst_init(&fifos, "budgetfifo", FIFOS, 0);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(100);
+	for (unsigned round = 0; round < 3; round++) {
+		int calls;
+
+		burst_cold(&b);
+		for (int i = 0; i < FIFOS; i++)
+			wfd[i] = fifo_with_message(fifos.path[i]);
+		for (int i = 0; i < WRITES; i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "budgetw%d", i);
+			reader_open(&rds[i], name);
+		}
+		nholes = fill_holes(holes, 64);
+		rl = old;
+		rl.rlim_cur = (rlim_t)(highest_fd() + 1 + slack[round]);
+		cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+
+		burst_submit(loop, &b);
+		for (int i = 0; i < FIFOS; i++) {
+			fs[i] = (struct tseen){ 0 };
+			fr[i] = (rl_req){ .data = &fs[i] };
+			cr_assert_eq(rl_fs_read_file(
+					     loop, &fr[i], fifos.path[i], NULL,
+					     0, RL_READ_FILE_GROW, tseen_cb),
+				     0);
+		}
+		for (int i = 0; i < WRITES; i++) {
+			ws[i] = (struct tseen){ 0 };
+			wr[i] = (rl_req){ .data = &ws[i] };
+			cr_assert_eq(rl_fs_write_file(loop, &wr[i], rds[i].path,
+						      data, BIG, 0, 0644,
+						      tseen_cb),
+				     0);
+		}
+		for (uint64_t end = tnow_ms() + 60000;;) {
+			calls = burst_calls(&b);
+			for (int i = 0; i < FIFOS; i++)
+				calls += fs[i].calls;
+			for (int i = 0; i < WRITES; i++)
+				calls += ws[i].calls;
+			if (calls == N + FIFOS + WRITES)
+				break;
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			for (int i = 0; i < WRITES; i++)
+				reader_take(&rds[i], 16384);
+			for (int i = 0; i < FIFOS; i++) {
+				if (wfd[i] >= 0 && fifo_taken(wfd[i])) {
+					close(wfd[i]);
+					wfd[i] = -1;
+				}
+			}
+			if (tnow_ms() >= end) {
+				int fc = 0, wc = 0, fed = 0;
+
+				for (int i = 0; i < FIFOS; i++)
+					fc += fs[i].calls, fed += wfd[i] < 0;
+				for (int i = 0; i < WRITES; i++)
+					wc += ws[i].calls;
+				setrlimit(RLIMIT_NOFILE, &old);
+				cr_assert_fail("%d/%u round %u: stuck at %d "
+					       "calls: cold %d, fifo %d (fed "
+					       "%d), writes %d, fds %d",
+					       tp->backend, tp->flags, round,
+					       calls, burst_calls(&b), fc, fed,
+					       wc, tfd_count());
+			}
+			usleep(200);
+		}
+		cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+		unfill_holes(holes, nholes);
+		for (int i = 0; i < FIFOS; i++)
+			if (wfd[i] >= 0)
+				close(wfd[i]);
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(b.s[i].calls, 1);
+			if (b.s[i].result == -EMFILE)
+				continue;
+			cr_assert_eq(b.s[i].result, SIZE, "read %d: %" PRId64,
+				     i, b.s[i].result);
+			tcheck(b.name[i], b.r[i].buf, SIZE);
+			free(b.r[i].buf);
+		}
+		for (int i = 0; i < FIFOS; i++) {
+			cr_assert_eq(fs[i].calls, 1);
+			cr_assert(fs[i].result == -EMFILE ||
+					  got_feed(&fr[i], &fs[i]),
+				  "fifo %d: %" PRId64, i, fs[i].result);
+			free(fr[i].buf);
+		}
+		for (int i = 0; i < WRITES; i++) {
+			cr_assert_eq(ws[i].calls, 1);
+			cr_assert(ws[i].result == BIG ||
+					  ws[i].result == -EMFILE,
+				  "write_file %d: %" PRId64, i, ws[i].result);
+			reader_finish(&rds[i], BIG);
+			cr_assert_eq(rds[i].got,
+				     ws[i].result == BIG ? (size_t)BIG : 0);
+			reader_close(&rds[i]);
+		}
+	}
+	alarm(0);
+	free(data);
+	burst_free(&b);
+	burst_free(&fifos);
+	tclose(loop);
+}
+
+/*
+ * Every fd the limit leaves is held by the loop's own read_files (FIFOs
+ * whose writers stay until the test lets them go); then a write_file and
+ * a read_file of regular files. Neither may fail with -EMFILE: each
+ * waits for one of the loop's own fds to come back (the io_uring
+ * backend's write_file does, as its read_file does), and completes once
+ * the FIFOs end.
+ */
+BACKEND_TEST(epoll_attack, write_file_waits_for_the_loops_own_fds,
+	     .timeout = 60)
+{
+	enum { FIFOS = 3, LEN = 5000 };
+	unsigned char *data = wdata(LEN);
+	struct tseen fs[FIFOS], sw = { 0 }, sr = { 0 };
+	rl_req fr[FIFOS], w = { .data = &sw }, r = { .data = &sr };
+	char rpath[512], wpath[512], back[LEN + 1];
+	struct rlimit old, rl;
+	struct burst fifos;
+	int wfd[FIFOS], fd, holes[64], nholes;
+	uint64_t end;
+	rl_loop *loop;
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	snprintf(rpath, sizeof(rpath), "%s", tfile("budgetread", LEN));
+	snprintf(wpath, sizeof(wpath), "%s", tpath("budgetwrite"));
+	burst_init(&fifos, "ownfifo", FIFOS, 0);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	loop = tloop(tp);
+	for (int i = 0; i < FIFOS; i++)
+		wfd[i] = fifo_with_message(fifos.path[i]);
+	nholes = fill_holes(holes, 64);
+	alarm(50);
+	rl = old;
+	rl.rlim_cur = (rlim_t)(highest_fd() + 1 + FIFOS);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (int i = 0; i < FIFOS; i++) {
+		fs[i] = (struct tseen){ 0 };
+		fr[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &fr[i], fifos.path[i], NULL,
+					     0, RL_READ_FILE_GROW, tseen_cb),
+			     0);
+	}
+	/* Until each read_file has its FIFO open (and took the message). */
+	end = tnow_ms() + 20000;
+	for (int i = 0; i < FIFOS; i++) {
+		while (!fifo_taken(wfd[i])) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			cr_assert_lt(tnow_ms(), end, "%d/%u: fifo %d: %d %s",
+				     tp->backend, tp->flags, i, fs[i].calls,
+				     rl_strerror((int)fs[i].result));
+		}
+	}
+	cr_assert_eq(
+		rl_fs_write_file(loop, &w, wpath, data, LEN, 0, 0644, tseen_cb),
+		0);
+	cr_assert_eq(rl_fs_read_file(loop, &r, rpath, back, sizeof(back), 0,
+				     tseen_cb),
+		     0);
+	for (int k = 0; k < 50; k++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	/* On io_uring with direct descriptors they needed no fd. */
+	cr_assert(sw.calls == 0 || sw.result == LEN, "write_file: %s",
+		  rl_strerror((int)sw.result));
+	cr_assert(sr.calls == 0 || sr.result == LEN, "read_file: %s",
+		  rl_strerror((int)sr.result));
+	for (int i = 0; i < FIFOS; i++)
+		close(wfd[i]);
+	while (sw.calls + sr.calls < 2 ||
+	       fs[0].calls + fs[1].calls + fs[2].calls < FIFOS) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_lt(tnow_ms(), end);
+	}
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	unfill_holes(holes, nholes);
+	alarm(0);
+	for (int i = 0; i < FIFOS; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert(got_feed(&fr[i], &fs[i]), "fifo %d: %" PRId64, i,
+			  fs[i].result);
+		free(fr[i].buf);
+	}
+	cr_assert_eq(sw.calls, 1);
+	cr_assert_eq(sw.result, LEN, "write_file: %s",
+		     rl_strerror((int)sw.result));
+	cr_assert_eq(sr.calls, 1);
+	cr_assert_eq(sr.result, LEN, "read_file: %s",
+		     rl_strerror((int)sr.result));
+	tcheck("budgetread", back, LEN);
+	fd = open(wpath, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(read(fd, back, sizeof(back)), LEN);
+	close(fd);
+	cr_assert_eq(memcmp(back, data, LEN), 0);
+	free(data);
+	burst_free(&fifos);
+	tclose(loop);
+}
