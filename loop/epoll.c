@@ -322,13 +322,16 @@ static int read_file_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 
 /* A write_file's job came back from a lane with its result: out of fds
  * while the loop's own files hold them, it waits for one, as a read_file
- * does (and as on io_uring); else its fd was closed. */
+ * does (and as on io_uring); else its fd (if it got one) was closed. */
 static int write_file_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 			   int64_t res)
 {
 	if ((res == -EMFILE || res == -ENFILE) && rl__ep_fd_wait(loop, ep, req))
 		return 0;
-	fd_unhold(loop, ep, req, true);
+	if (rl__epr(req)->bflags & RL__EP_HELD)
+		fd_unhold(loop, ep, req, true);
+	else
+		rl__ep_fd_gave_back(ep); /* the slow lane's open, if any */
 	rl__complete(loop, req, res);
 	return 1;
 }
@@ -359,6 +362,14 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		if (res == RL__RES_POLL) {
 			rl__ep_watch_or_block(loop, ep, req);
 		} else {
+			/* A write_file with no fd open yet (its FIFO has no
+			 * reader) may wait for one for good: it holds none
+			 * meanwhile, so nothing waits for it to give one
+			 * back. Its fd, once the slow lane opened it, is
+			 * announced when it is done (write_file_done()). */
+			if (req->op == RL_OP_WRITE_FILE &&
+			    !(rl__epr(req)->bflags & RL__EP_STREAM))
+				fd_unhold(loop, ep, req, false);
 			rl__epr(req)->bflags |= RL__RD_BLOCKING;
 			rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
 		}

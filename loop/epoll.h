@@ -35,7 +35,8 @@
  * to give its fd back (as the io_uring backend does); only when none is
  * held, and none was given back since it started, does it fail. A
  * write_file counts as holding one from its hand-over to the pool until
- * its result, in the slow lane too.
+ * its result, but not while the slow lane's open waits for a FIFO's
+ * reader, maybe for good.
  *
  * The io_uring-only knobs in rl_options.flags are ignored here, so that
  * RL_BACKEND_AUTO works with them on a kernel without io_uring.
