@@ -1442,3 +1442,74 @@ BACKEND_TEST(epoll_attack, write_file_waits_for_the_loops_own_fds,
 	burst_free(&fifos);
 	tclose(loop);
 }
+
+/*
+ * No fd free at all, and the loop's only write_file waits for a FIFO's
+ * reader that never comes (on epoll in the slow lane's blocking open,
+ * which holds no fd yet). A read_file that meets EMFILE then must not
+ * wait for that write_file to give an fd back: it calls back at once,
+ * with -EMFILE (or the file, where io_uring's direct descriptors need no
+ * fd). The write_file ends when cancelled.
+ */
+BACKEND_TEST(epoll_attack, read_file_does_not_wait_for_a_readerless_fifo,
+	     .timeout = 60)
+{
+	enum { LEN = 3000 };
+	unsigned char *data = wdata(LEN);
+	struct tseen sw = { 0 }, sr = { 0 };
+	rl_req w = { .data = &sw }, r = { .data = &sr };
+	char rpath[512], fifo[512], back[LEN + 1];
+	struct rlimit old, rl;
+	int holes[64], nholes;
+	uint64_t end;
+	rl_loop *loop;
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	snprintf(rpath, sizeof(rpath), "%s", tfile("noreader", LEN));
+	snprintf(fifo, sizeof(fifo), "%s", tpath("noreaderfifo"));
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	loop = tloop(tp);
+	alarm(50);
+	cr_assert_eq(
+		rl_fs_write_file(loop, &w, fifo, data, LEN, 0, 0644, tseen_cb),
+		0);
+	for (int k = 0; k < 20; k++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(sw.calls, 0, "no reader: the write_file waits");
+	nholes = fill_holes(holes, 64);
+	rl = old;
+	rl.rlim_cur = (rlim_t)(highest_fd() + 1);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &r, rpath, back, sizeof(back), 0,
+				     tseen_cb),
+		     0);
+	end = tnow_ms() + 5000;
+	while (!sr.calls && tnow_ms() < end) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(500);
+	}
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	unfill_holes(holes, nholes);
+	cr_assert_eq(sr.calls, 1, "the read_file waits for the write_file");
+	cr_assert(sr.result == -EMFILE || sr.result == LEN, "read_file: %s",
+		  rl_strerror((int)sr.result));
+	if (sr.result == LEN)
+		tcheck("noreader", back, LEN);
+	cr_assert_eq(sw.calls, 0);
+	cr_assert_eq(rl_cancel(loop, &w), 0);
+	end = tnow_ms() + 20000;
+	while (!sw.calls) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_lt(tnow_ms(), end);
+		usleep(500);
+	}
+	alarm(0);
+	cr_assert_eq(sw.calls, 1);
+	cr_assert_eq(sw.result, -ECANCELED);
+	free(data);
+	tclose(loop);
+}
