@@ -1513,3 +1513,214 @@ BACKEND_TEST(epoll_attack, read_file_does_not_wait_for_a_readerless_fifo,
 	free(data);
 	tclose(loop);
 }
+
+/* ------------------------------------------------- the pool's jobs, cancelled */
+
+/*
+ * Cancels of requests whose work is done but whose result the loop has
+ * not taken yet (on epoll: on the pool's done list; on io_uring: a
+ * completion not reaped). What ran cannot be taken back, as rl__complete()
+ * says: a close reports 0, a read its bytes; an open's fd is closed by
+ * the loop (tclose() counts them); the others report -ECANCELED. Each
+ * calls back once.
+ */
+BACKEND_TEST(epoll_attack, cancel_done_but_not_reaped_every_op)
+{
+	enum { OPS = 9, LEN = 4000 };
+	unsigned rounds = scaled(6, 2);
+	const char *file;
+	char buf[LEN], name[32], newdir[600], gone[600], created[600];
+	struct statx stx;
+	struct tseen s[OPS];
+	bool took[OPS];
+	rl_req r[OPS];
+	struct rl_options opt;
+	rl_loop *loop;
+	int fd, cfd;
+
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(50);
+	for (unsigned round = 0; round < rounds; round++) {
+		snprintf(name, sizeof(name), "done%u", round);
+		file = tfile(name, LEN);
+		fd = open(file, O_RDWR | O_CLOEXEC);
+		cr_assert_geq(fd, 0);
+		cfd = open(file, O_RDONLY | O_CLOEXEC);
+		cr_assert_geq(cfd, 0);
+		snprintf(newdir, sizeof(newdir), "%s.d", file);
+		snprintf(gone, sizeof(gone), "%s.gone", file);
+		snprintf(created, sizeof(created), "%s.new", file);
+		close(open(gone, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+		for (int i = 0; i < OPS; i++) {
+			s[i] = (struct tseen){ 0 };
+			r[i] = (rl_req){ .data = &s[i] };
+		}
+		cr_assert_eq(rl_fs_stat(loop, &r[0], file, &stx, tseen_cb), 0);
+		cr_assert_eq(rl_fs_read(loop, &r[1], fd, buf, LEN, 0, tseen_cb),
+			     0);
+		cr_assert_eq(rl_fs_read_file(loop, &r[2], file, NULL, 0,
+					     RL_READ_FILE_GROW, tseen_cb),
+			     0);
+		cr_assert_eq(
+			rl_fs_write(loop, &r[3], fd, "xyz", 3, LEN, tseen_cb),
+			0);
+		cr_assert_eq(rl_fs_open(loop, &r[4], created,
+					O_CREAT | O_RDWR | O_CLOEXEC, 0644,
+					tseen_cb),
+			     0);
+		cr_assert_eq(rl_fs_close(loop, &r[5], cfd, tseen_cb), 0);
+		cr_assert_eq(rl_fs_unlink(loop, &r[6], gone, tseen_cb), 0);
+		cr_assert_eq(rl_fs_mkdir(loop, &r[7], newdir, 0755, tseen_cb),
+			     0);
+		cr_assert_eq(rl_fs_fsync(loop, &r[8], fd, 0, tseen_cb), 0);
+		/* Handed over (or done on the loop thread) and finished,
+		 * but not reaped: no pass of the loop meanwhile. */
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		sleep_ms(100);
+		for (int i = 0; i < OPS; i++) {
+			int ret = rl_cancel(loop, &r[i]);
+
+			/* Finished on the loop thread: called back in that
+			 * pass already. */
+			cr_assert(ret == 0 || (ret == -ENOENT && s[i].calls),
+				  "cancel %d: %d", i, ret);
+			took[i] = ret == 0;
+		}
+		trun(loop);
+		for (int i = 0; i < OPS; i++) {
+			/* What each says, cancelled (rl__complete()'s rule)
+			 * or not: a close and a read that ran keep theirs. */
+			static const int64_t want[OPS][2] = {
+				{ 0, -ECANCELED },   { LEN, LEN },
+				{ LEN, -ECANCELED }, { 3, -ECANCELED },
+				{ 0, -ECANCELED },   { 0, 0 },
+				{ 0, -ECANCELED },   { 0, -ECANCELED },
+				{ 0, -ECANCELED },
+			};
+			int64_t res = s[i].result;
+
+			cr_assert_eq(s[i].calls, 1, "op %d", i);
+			if (i == 4 && !took[i]) {
+				cr_assert_geq(res, 0, "open: %" PRId64, res);
+				close((int)res);
+				continue;
+			}
+			cr_assert_eq(res, want[i][took[i]],
+				     "op %d (cancelled %d): %" PRId64, i,
+				     took[i], res);
+		}
+		tcheck(name, buf, LEN);
+		if (!took[2])
+			tcheck(name, r[2].buf, LEN);
+		free(r[2].buf);
+		/* Every cancelled one that ran did its work all the same. */
+		cr_assert_eq(access(created, F_OK), 0);
+		cr_assert_neq(access(gone, F_OK), 0);
+		cr_assert_eq(rmdir(newdir), 0);
+		cr_assert_eq(unlink(created), 0);
+		close(fd);
+	}
+	alarm(0);
+	tclose(loop);
+}
+
+/*
+ * The interrupt signal meeting a worker between jobs: one worker runs a
+ * long line of short jobs (stats, read_files, write_files of regular
+ * files), and the loop cancels every third while they run, so that the
+ * signal for a job often lands after it finished: in the worker's wait
+ * for the next job, or in the next job's syscalls. A job rl_cancel()
+ * accepted ends with -ECANCELED (or its real result, for what cannot be
+ * taken back, none of these three); none of the others may fail (no EINTR leaks out of a job
+ * that was not asked to give up), each calls back once.
+ */
+BACKEND_TEST(epoll_attack, interrupts_between_jobs, .timeout = 90)
+{
+	enum { N = 60, LEN = 3000 };
+	unsigned rounds = scaled(20, 3);
+	const char *file = tfile("between", LEN);
+	char path[512], out[N][600];
+	struct statx stx[N];
+	unsigned char *data = wdata(LEN);
+	struct tseen s[N];
+	bool hit[N];
+	rl_req r[N];
+	struct rl_options opt;
+	rl_loop *loop;
+
+	snprintf(path, sizeof(path), "%s", file);
+	for (int i = 0; i < N; i++)
+		snprintf(out[i], sizeof(out[i]), "%s.out%d", path, i);
+	rl_options_init(&opt);
+	opt.pool_threads = 1;
+	loop = tloop_opts(tp, &opt);
+	alarm(80);
+	for (unsigned round = 0; round < rounds; round++) {
+		memset(hit, 0, sizeof(hit));
+		for (int i = 0; i < N; i++) {
+			s[i] = (struct tseen){ 0 };
+			r[i] = (rl_req){ .data = &s[i] };
+			switch (i % 3) {
+			case 0:
+				cr_assert_eq(rl_fs_stat(loop, &r[i], path,
+							&stx[i], tseen_cb),
+					     0);
+				break;
+			case 1:
+				cr_assert_eq(rl_fs_read_file(loop, &r[i], path,
+							     NULL, 0,
+							     RL_READ_FILE_GROW,
+							     tseen_cb),
+					     0);
+				break;
+			default:
+				cr_assert_eq(rl_fs_write_file(
+						     loop, &r[i], out[i], data,
+						     LEN, 0, 0644, tseen_cb),
+					     0);
+			}
+		}
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = (int)round % 3; i < N; i += 3) {
+			tspin_us(20 + (unsigned)(i * 7 + (int)round) % 60);
+			if (rl_cancel(loop, &r[i]) == 0)
+				hit[i] = true;
+		}
+		trun(loop);
+		for (int i = 0; i < N; i++) {
+			int64_t res = s[i].result;
+
+			cr_assert_eq(s[i].calls, 1, "job %d", i);
+			/* None of the three keeps a result once cancelled
+			 * (rl__complete()). */
+			if (hit[i]) {
+				cr_assert_eq(res, -ECANCELED,
+					     "job %d: %" PRId64, i, res);
+				if (i % 3 == 1)
+					free(r[i].buf);
+				continue;
+			}
+			switch (i % 3) {
+			case 0:
+				cr_assert_eq(res, 0, "stat %d: %s", i,
+					     rl_strerror((int)res));
+				cr_assert_eq(stx[i].stx_size, LEN);
+				break;
+			case 1:
+				cr_assert_eq(res, LEN, "read_file %d: %s", i,
+					     rl_strerror((int)res));
+				tcheck("between", r[i].buf, LEN);
+				free(r[i].buf);
+				break;
+			default:
+				cr_assert_eq(res, LEN, "write_file %d: %s", i,
+					     rl_strerror((int)res));
+			}
+		}
+	}
+	alarm(0);
+	free(data);
+	tclose(loop);
+}
