@@ -1724,3 +1724,59 @@ BACKEND_TEST(epoll_attack, interrupts_between_jobs, .timeout = 90)
 	free(data);
 	tclose(loop);
 }
+
+/*
+ * Waves: every pass of the loop submits a burst of cached read_files
+ * (shared with the workers: the loop takes jobs off the pool's queue)
+ * while the cold read_files of the waves before still go round that
+ * queue between their two passes, so the loop's takes race the workers'
+ * requeues. Every request calls back once with its whole file.
+ */
+BACKEND_TEST(epoll_attack, loop_takes_race_worker_requeues, .timeout = 90)
+{
+	enum { WAVES = 6, COLD = 12, HOT = 12, SIZE = 16000 };
+	unsigned rounds = scaled(3, 1);
+	struct burst cold[WAVES], hot[WAVES];
+	struct rl_options opt;
+	rl_loop *loop;
+
+	for (int w = 0; w < WAVES; w++) {
+		char prefix[16];
+
+		snprintf(prefix, sizeof(prefix), "wc%d_", w);
+		burst_init(&cold[w], prefix, COLD, SIZE);
+		snprintf(prefix, sizeof(prefix), "wh%d_", w);
+		burst_init(&hot[w], prefix, HOT, SIZE / 2 + 77);
+		/* Just written: in the page cache. */
+		for (int i = 0; i < HOT; i++)
+			tfile(hot[w].name[i], hot[w].size);
+	}
+	rl_options_init(&opt);
+	opt.pool_threads = 2;
+	loop = tloop_opts(tp, &opt);
+	alarm(80);
+	for (unsigned round = 0; round < rounds; round++) {
+		for (int w = 0; w < WAVES; w++)
+			burst_cold(&cold[w]);
+		for (int w = 0; w < WAVES; w++) {
+			burst_submit(loop, &cold[w]);
+			burst_submit(loop, &hot[w]);
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			tspin_us(100 + 50 * (unsigned)w);
+		}
+		for (int w = 0; w < WAVES; w++) {
+			burst_run(loop, &cold[w]);
+			burst_run(loop, &hot[w]);
+		}
+		for (int w = 0; w < WAVES; w++) {
+			burst_check(&cold[w], false);
+			burst_check(&hot[w], false);
+		}
+	}
+	alarm(0);
+	for (int w = 0; w < WAVES; w++) {
+		burst_free(&cold[w]);
+		burst_free(&hot[w]);
+	}
+	tclose(loop);
+}
