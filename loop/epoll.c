@@ -58,6 +58,13 @@ void rl__ep_to_slow(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 
 /* ------------------------------------------------------------ out of fds */
 
+/* The requests that open an fd of their own and wait for one when the
+ * loop's others hold them all (see epoll.h). */
+static bool takes_fd(const rl_req *req)
+{
+	return req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE;
+}
+
 void rl__ep_fd_held(struct rl__ep *ep, rl_req *req)
 {
 	if (!(rl__epr(req)->bflags & RL__EP_HELD)) {
@@ -66,10 +73,13 @@ void rl__ep_fd_held(struct rl__ep *ep, rl_req *req)
 	}
 }
 
-/* Starts req again, from the pool. */
+/* Starts req again, from the pool: the regular lane's job (a write_file
+ * whose open in the slow lane failed starts over with the open that never
+ * waits for a FIFO's reader). */
 static void fd_retry(struct rl__ep *ep, rl_req *req)
 {
 	rl__epr(req)->gen = ep->fd_gen;
+	rl__epr(req)->bflags &= ~(uint32_t)RL__RD_BLOCKING;
 	rl__epr(req)->bflags |= RL__EP_TRIED;
 	rl__ep_to_pool(ep, req);
 }
@@ -219,7 +229,7 @@ static void run_inline(rl_loop *loop, struct rl__ep *ep)
 		rl__req(req)->work = rl__ep_fs_job(req);
 		rl__epr(req)->step = RL__EP_POOL;
 		rl__epr(req)->gen = ep->fd_gen;
-		if (req->op == RL_OP_READ_FILE)
+		if (takes_fd(req))
 			rl__ep_fd_held(ep, req);
 	}
 	ep->in_pool += ep->ninline;
@@ -271,7 +281,7 @@ static void flush_batch(rl_loop *loop, struct rl__ep *ep)
 		return;
 	for (rl_req *r = ep->batch.head; r; r = rl__req(r)->next) {
 		rl__epr(r)->step = RL__EP_POOL;
-		if (r->op == RL_OP_READ_FILE)
+		if (takes_fd(r))
 			rl__ep_fd_held(ep, r);
 		n++;
 	}
@@ -310,6 +320,22 @@ static int read_file_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 	return 1;
 }
 
+/* A write_file's job came back from a lane with its result: out of fds
+ * while the loop's own files hold them, it waits for one, as a read_file
+ * does (and as on io_uring); else its fd (if it got one) was closed. */
+static int write_file_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+			   int64_t res)
+{
+	if ((res == -EMFILE || res == -ENFILE) && rl__ep_fd_wait(loop, ep, req))
+		return 0;
+	if (rl__epr(req)->bflags & RL__EP_HELD)
+		fd_unhold(loop, ep, req, true);
+	else
+		rl__ep_fd_gave_back(ep); /* the slow lane's open, if any */
+	rl__complete(loop, req, res);
+	return 1;
+}
+
 static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	int64_t res = rl__epr(req)->res[0];
@@ -329,17 +355,28 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		if (stopping) {
 			if (rl__epr(req)->bflags & RL__EP_STREAM)
 				rl__ep_fs_stream_close(loop, ep, req);
+			fd_unhold(loop, ep, req, false);
 			rl__complete(loop, req, -ECANCELED);
 			return 1;
 		}
 		if (res == RL__RES_POLL) {
 			rl__ep_watch_or_block(loop, ep, req);
 		} else {
+			/* A write_file with no fd open yet (its FIFO has no
+			 * reader) may wait for one for good: it holds none
+			 * meanwhile, so nothing waits for it to give one
+			 * back. Its fd, once the slow lane opened it, is
+			 * announced when it is done (write_file_done()). */
+			if (req->op == RL_OP_WRITE_FILE &&
+			    !(rl__epr(req)->bflags & RL__EP_STREAM))
+				fd_unhold(loop, ep, req, false);
 			rl__epr(req)->bflags |= RL__RD_BLOCKING;
 			rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
 		}
 		return 0;
 	}
+	if (req->op == RL_OP_WRITE_FILE)
+		return write_file_done(loop, ep, req, res);
 	rl__complete(loop, req, res);
 	return 1;
 }
@@ -650,6 +687,7 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 			rl__epr(req)->step = RL__EP_NONE;
 			if (rl__epr(req)->bflags & RL__EP_STREAM)
 				rl__ep_fs_stream_close(loop, ep, req);
+			fd_unhold(loop, ep, req, false);
 			rl__complete(loop, req, -ECANCELED);
 		}
 		rl__ep_watch_close(loop, ep);
@@ -692,6 +730,7 @@ static void ep_cancel(rl_loop *loop, rl_req *req)
 		ep->in_slow--;
 		if (rl__epr(req)->bflags & RL__EP_STREAM)
 			rl__ep_fs_stream_close(loop, ep, req);
+		fd_unhold(loop, ep, req, false);
 		break;
 	case RL__EP_WATCH:
 		drop_watched(loop, ep, req);

@@ -30,10 +30,13 @@
  *    started as such jobs come, up to RL__SLOW_MAX, and interrupted by the
  *    pool's signal when their request is cancelled.
  *
- * Out of fds. A read_file that meets EMFILE or ENFILE while the loop's own
- * read_files hold fds waits for one of them to give its fd back (as the
- * io_uring backend does); only when none is held, and none was given back
- * since it started, does it fail.
+ * Out of fds. A read_file or write_file that meets EMFILE or ENFILE while
+ * the loop's own read_files and write_files hold fds waits for one of them
+ * to give its fd back (as the io_uring backend does); only when none is
+ * held, and none was given back since it started, does it fail. A
+ * write_file counts as holding one from its hand-over to the pool until
+ * its result, but not while the slow lane's open waits for a FIFO's
+ * reader, maybe for good.
  *
  * The io_uring-only knobs in rl_options.flags are ignored here, so that
  * RL_BACKEND_AUTO works with them on a kernel without io_uring.
@@ -73,7 +76,7 @@ enum {
 	RL__EP_STREAM = 16, /* req->fd is open: a read_file reading a stream,
 			     * a write_file waiting for the slow lane (set
 			     * and cleared by its jobs) */
-	RL__EP_HELD = 32,   /* a read_file counted in rl__ep.fds_held */
+	RL__EP_HELD = 32,   /* a read_/write_file counted in fds_held */
 	RL__EP_AGAIN = 64,  /* a read_file's job on its second pass (set by
 			     * its worker, epoll_fs.c job_read_file()) */
 };
@@ -129,8 +132,8 @@ struct rl__ep {
 	unsigned ninline;	  /* RL__EP_INLINE */
 	uint64_t in_pool;	  /* jobs handed to the pool, not reaped */
 	uint64_t in_slow;	  /* ... to the slow lane */
-	uint64_t fds_held;	  /* read_files out that may hold an fd */
-	uint32_t fd_gen;	  /* fds the loop's read_files gave back */
+	uint64_t fds_held;	  /* read_/write_files that may hold an fd */
+	uint32_t fd_gen;	  /* fds they gave back */
 	struct rl__fifo fd_wait;  /* RL__EP_FD_WAIT */
 	struct rl__spin spin;	  /* whether spinning for jobs paid lately */
 	struct rl__fifo inl;	  /* RL__EP_INLINE */
@@ -236,15 +239,16 @@ void rl__ep_net_closing(rl_loop *loop, struct rl__ep *ep);
 int rl__ep_net_setup(rl_loop *loop);
 void rl__ep_net_bufs_back(rl_loop *loop, const uint16_t *ids, unsigned n);
 
-/* fds of the loop's read_files (see "Out of fds" above). held: req may
- * hold one from now on. released: it holds none any more (gave one back,
- * or never got one); a request waiting for an fd may try again. */
+/* fds of the loop's read_files and write_files (see "Out of fds" above).
+ * held: req may hold one from now on. released: it holds none any more
+ * (gave one back, or never got one); a request waiting for an fd may try
+ * again. */
 void rl__ep_fd_held(struct rl__ep *ep, rl_req *req);
 void rl__ep_fd_released(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* The loop thread closed a read_file's fd (the fast path). */
 void rl__ep_fd_gave_back(struct rl__ep *ep);
-/* A read_file met EMFILE/ENFILE: true when it will try again (later, or
- * at once), false when it must fail with that error. */
+/* A read_file (write_file) met EMFILE/ENFILE: true when it will try
+ * again (later, or at once), false when it must fail with that error. */
 bool rl__ep_fd_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 
 /* -------------------------------------------------- operations, for the core */

@@ -584,9 +584,13 @@ static bool inline_read(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		if (err != EAGAIN && err != EINTR)
 			goto done; /* the bytes read so far are the answer */
 		/* The rest of a regular file is not cached: a worker reads
-		 * it blocking, from where the fast path stopped. */
+		 * it blocking, from where the fast path stopped. TRIED: the
+		 * loop may take the job back off the pool's queue
+		 * (run_inline()), and a second fast path would start again
+		 * at byte 0 of the buffer, from a file position already
+		 * past the prefix. */
 		rl__epr(req)->res[1] = (int64_t)got;
-		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
+		rl__epr(req)->bflags |= RL__RD_SEEKABLE | RL__EP_TRIED;
 		rl__ep_to_pool(ep, req);
 		return true;
 	}
