@@ -164,11 +164,17 @@ int rl__timers_run(rl_loop *loop)
 	/* Timers started (or re-armed) during this pass wait for the next
 	 * one, so a callback restarting itself with 0 ms cannot spin here. */
 	uint64_t limit = loop->timer_seq;
-	struct rl_link *link;
+	struct rl_link *link, due;
 	int n = 0;
 
-	/* Cancelled timers first: their cancel happened before this batch. */
-	while ((link = rl__list_pop(&loop->cancelled))) {
+	/* Cancelled timers first: their cancel happened before this batch.
+	 * Only those: a timer cancelled by one of these callbacks (one that
+	 * restarts and cancels itself again, a retry written that way) waits
+	 * for the next pass, as a restarted timer does, or a chain of them
+	 * would keep the loop here for ever, away from its I/O. */
+	rl__list_init(&due);
+	rl__list_splice_tail(&due, &loop->cancelled);
+	while ((link = rl__list_pop(&due))) {
 		rl_timer *t = RL__CONTAINER(link, rl_timer, link);
 
 		t->state = RL__TIMER_IDLE;

@@ -420,6 +420,11 @@ BACKEND_TEST(core_attack, zero_ms_timer_restarted_for_ever_lets_a_read_in)
 	timer_chain_lets_io_through(tp, true);
 }
 
+BACKEND_TEST(core_attack, cancel_callback_cancelling_again_lets_a_read_in)
+{
+	timer_chain_lets_io_through(tp, false);
+}
+
 /*
  * Thousands of timers with one deadline, started in one go, fire in
  * start order. Each even one, when it fires, cancels the odd one after
