@@ -84,6 +84,11 @@ struct rl__backend {
 	 * space for the next wait (the wake-ups ring() queued), without
 	 * waiting. NULL: the backend never keeps anything back. */
 	void (*flush)(rl_loop *loop);
+	/* On the loop's thread, when rl_run() returns without an error: lets
+	 * go of what the backend keeps only while the loop runs (files
+	 * lingering in io_uring slots), since nothing of the loop may run
+	 * again for a long time. NULL: nothing to let go of. */
+	void (*leave)(rl_loop *loop);
 };
 
 extern const struct rl__backend rl__backend_uring;

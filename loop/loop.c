@@ -484,6 +484,11 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 	 * flushes on its own return. */
 	if (n != -EBUSY && loop)
 		rl__msg_flush(loop);
+	/* Returning is, for the loop, like going to sleep: the caller may
+	 * not run it again for a long time. Not after an error: on another
+	 * thread than the ring's (-EEXIST) the backend must not enter. */
+	if (n >= 0 && loop->backend->leave)
+		loop->backend->leave(loop);
 	return n;
 }
 

@@ -1054,6 +1054,27 @@ static void uring_flush(rl_loop *loop)
 	flush_sq(loop, rl__u(loop));
 }
 
+/*
+ * rl_run() returns. Files still lingering in slots with no slot in use
+ * would stay open until the caller runs the loop again, which may be
+ * never, or much later than LINGER_NS: a FIFO's reader that stays open
+ * takes a new writer's data, which nobody will read. flush_lingering()
+ * closes them when the loop is about to sleep with no slot in use; a
+ * return from rl_run() (RL_RUN_ONCE, RL_RUN_NOWAIT, rl_stop()) is such a
+ * sleep as far as the files can tell, so they are closed now, and the
+ * closes go to the kernel at once. A burst in flight (a slot in use)
+ * keeps them for its next opens, as at a wait.
+ */
+static void uring_leave(rl_loop *loop)
+{
+	struct rl__uring *u = rl__u(loop);
+
+	if (!u->nlinger || u->nfree + u->nslot_closes != u->nslots)
+		return;
+	close_lingering(u);
+	flush_sq(loop, u);
+}
+
 static void uring_wake(rl_loop *loop)
 {
 	struct rl__uring *u = rl__u(loop);
@@ -1151,6 +1172,7 @@ const struct rl__backend rl__backend_uring = {
 	.wait = uring_wait,
 	.wake = uring_wake,
 	.flush = uring_flush,
+	.leave = uring_leave,
 	.register_buffers = rl__uring_register_buffers,
 	.net_setup = rl__uring_net_setup,
 	.net_bufs_back = rl__uring_net_bufs_back,

@@ -802,3 +802,92 @@ BACKEND_TEST(core_attack, post_reposting_for_ever_lets_io_and_timers_in)
 	close(p[1]);
 	tclose(loop);
 }
+
+/* ------------------------------------------------- files left in slots */
+
+/*
+ * io_uring leaves a finished read_file's file open in its direct
+ * descriptor slot, for the slot's next open to replace. A FIFO's reader
+ * must not stay open behind the program's back (docs/experiments.md,
+ * "the slot's next open closes the file"; test_special.c checks it for a
+ * loop run to idle): a writer would then find a reader that will never
+ * read, and its data would be lost. Here the loop is driven the other
+ * ways a program drives it: RL_RUN_ONCE until the callback, then no more
+ * rl_run(); RL_RUN_NOWAIT polls; rl_stop() from the callback. Once
+ * rl_run() has returned with the callback run, a new writer must find no
+ * reader (ENXIO), with no further rl_run().
+ */
+static int writer_errno(const char *fifo)
+{
+	int fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno;
+	close(fd);
+	return 0;
+}
+
+static void stop_cb(rl_req *req)
+{
+	tseen_cb(req);
+	rl_stop(req->loop);
+}
+
+static void fifo_reader_goes(const struct tp *tp, enum rl_run_mode mode,
+			     bool stop)
+{
+	char name[32], buf[16];
+	const char *fifo;
+	struct tseen s = { 0 };
+	rl_req req = { .data = &s };
+	int wfd = -1;
+	rl_loop *loop = tloop(tp);
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(20);
+	snprintf(name, sizeof(name), "fifo%d%d", (int)mode, (int)stop);
+	fifo = tpath(name);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf), 0,
+				     stop ? stop_cb : tseen_cb),
+		     0);
+	/* The read_file's open lets a non-blocking writer in. */
+	while (wfd < 0) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (wfd < 0) {
+			cr_assert_eq(errno, ENXIO);
+			usleep(1000);
+		}
+	}
+	cr_assert_eq(write(wfd, "abc", 3), 3);
+	close(wfd);
+	while (!s.calls) {
+		cr_assert_geq(rl_run(loop, mode), 0);
+		if (mode == RL_RUN_NOWAIT && !s.calls)
+			usleep(1000);
+	}
+	cr_assert_eq(s.calls, 1);
+	cr_assert_eq(s.result, 3);
+	cr_assert_eq(memcmp(buf, "abc", 3), 0);
+	cr_assert_eq(writer_errno(fifo), ENXIO,
+		     "rl_run() returned with the FIFO's reader still open");
+	trun(loop);
+	alarm(0);
+	tclose(loop);
+}
+
+BACKEND_TEST(core_attack, fifo_reader_goes_after_run_once)
+{
+	fifo_reader_goes(tp, RL_RUN_ONCE, false);
+}
+
+BACKEND_TEST(core_attack, fifo_reader_goes_after_run_nowait)
+{
+	fifo_reader_goes(tp, RL_RUN_NOWAIT, false);
+}
+
+BACKEND_TEST(core_attack, fifo_reader_goes_after_stop)
+{
+	fifo_reader_goes(tp, RL_RUN_DEFAULT, true);
+}
