@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -890,4 +891,680 @@ BACKEND_TEST(core_attack, fifo_reader_goes_after_run_nowait)
 BACKEND_TEST(core_attack, fifo_reader_goes_after_stop)
 {
 	fifo_reader_goes(tp, RL_RUN_DEFAULT, true);
+}
+
+/*
+ * A burst of read_files of every kind of file at once, with 4 slots and
+ * an SQ of 4: FIFOs (a writer thread each that writes and closes), procfs
+ * files, /dev/null, and regular files from empty to larger than the first
+ * buffer. FIFO reads hold their slots until their writer is done; the
+ * rest wait for slots, or go to plain fds when none comes free. Every
+ * one calls back once with its whole content.
+ */
+enum { MIX_FIFOS = 3, MIX_FILES = 6, MIX_N = MIX_FIFOS + 4 + MIX_FILES };
+
+struct mix_writer {
+	const char *path;
+	char msg[32];
+	unsigned delay_ms;
+};
+
+static void *mix_writer_main(void *arg)
+{
+	struct mix_writer *w = arg;
+	int fd;
+
+	sleep_ms(w->delay_ms);
+	fd = open(w->path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (write(fd, w->msg, strlen(w->msg)) < 0) {
+		/* The test sees the short content. */
+	}
+	close(fd);
+	return NULL;
+}
+
+BACKEND_TEST(core_attack, mixed_burst_with_four_slots_and_a_tiny_sq)
+{
+	static const size_t sizes[MIX_FILES] = { 0, 1, 100, 4095, 4096, 70000 };
+	struct rl_options opt;
+	struct mix_writer w[MIX_FIFOS];
+	struct one o[MIX_N];
+	const char *files[MIX_FILES];
+	pthread_t th[MIX_FIFOS];
+	int rounds = scaled(5, 2);
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	rl_options_init(&opt);
+	opt.direct_slots = 4;
+	opt.entries = 4;
+	loop = tloop_opts(tp, &opt);
+	signal(SIGPIPE, SIG_IGN);
+	alarm(60);
+	for (int i = 0; i < MIX_FILES; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "mix%d", i);
+		files[i] = spath(name);
+		tfile(name, sizes[i]);
+	}
+	for (int r = 0; r < rounds; r++) {
+		int k = 0;
+
+		for (int i = 0; i < MIX_FIFOS; i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "mixfifo%d_%d", r, i);
+			w[i].path = spath(name);
+			cr_assert_eq(mkfifo(w[i].path, 0600), 0);
+			snprintf(w[i].msg, sizeof(w[i].msg),
+				 "fifo %d of round %d", i, r);
+			w[i].delay_ms = (unsigned)(5 * i);
+			cr_assert_eq(rl_fs_read_file(loop, one_req(&o[k++]),
+						     w[i].path, NULL, 0,
+						     RL_READ_FILE_GROW,
+						     tseen_cb),
+				     0);
+		}
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&o[k++]),
+					     "/proc/self/status", NULL, 0,
+					     RL_READ_FILE_GROW, tseen_cb),
+			     0);
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&o[k++]),
+					     "/proc/self/maps", NULL, 0,
+					     RL_READ_FILE_GROW, tseen_cb),
+			     0);
+		for (int i = 0; i < 2; i++)
+			cr_assert_eq(rl_fs_read_file(loop, one_req(&o[k++]),
+						     "/dev/null", NULL, 0,
+						     RL_READ_FILE_GROW,
+						     tseen_cb),
+				     0);
+		for (int i = 0; i < MIX_FILES; i++)
+			cr_assert_eq(rl_fs_read_file(loop, one_req(&o[k++]),
+						     files[i], NULL, 0,
+						     RL_READ_FILE_GROW,
+						     tseen_cb),
+				     0);
+		for (int i = 0; i < MIX_FIFOS; i++)
+			cr_assert_eq(pthread_create(&th[i], NULL,
+						    mix_writer_main, &w[i]),
+				     0);
+		bool all = false;
+		while (!all) {
+			cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+			all = true;
+			for (int i = 0; i < MIX_N; i++)
+				all = all && o[i].s.calls;
+		}
+		for (int i = 0; i < MIX_FIFOS; i++)
+			pthread_join(th[i], NULL);
+		for (int i = 0; i < MIX_N; i++)
+			cr_assert_eq(o[i].s.calls, 1,
+				     "request %d: %d callbacks", i,
+				     o[i].s.calls);
+		for (int i = 0; i < MIX_FIFOS; i++) {
+			cr_assert_eq(o[i].s.result, (int64_t)strlen(w[i].msg),
+				     "fifo %d: %lld", i,
+				     (long long)o[i].s.result);
+			cr_assert_eq(memcmp(o[i].req.buf, w[i].msg,
+					    strlen(w[i].msg)),
+				     0);
+		}
+		k = MIX_FIFOS;
+		for (int i = 0; i < 2; i++, k++) {
+			cr_assert_gt(o[k].s.result, 0, "procfs %d: %lld", i,
+				     (long long)o[k].s.result);
+			cr_assert_eq(memchr(o[k].req.buf, '\n',
+					    (size_t)o[k].s.result) != NULL,
+				     true);
+		}
+		for (int i = 0; i < 2; i++, k++)
+			cr_assert_eq(o[k].s.result, 0);
+		for (int i = 0; i < MIX_FILES; i++, k++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "mix%d", i);
+			cr_assert_eq(o[k].s.result, (int64_t)sizes[i],
+				     "%s: %lld", name,
+				     (long long)o[k].s.result);
+			tcheck(name, o[k].req.buf, sizes[i]);
+		}
+		for (int i = 0; i < MIX_N; i++)
+			free(o[i].req.buf);
+	}
+	trun(loop);
+	alarm(0);
+	tclose(loop);
+}
+
+/*
+ * A file lingering in its slot while the program replaces, renames and
+ * truncates it: each read_file, submitted from the callback of the one
+ * before (so the slot's next open replaces the lingering file), reads
+ * what the path names now, never the file that lingers.
+ */
+struct morph {
+	rl_loop *loop;
+	const char *path, *other;
+	int step, calls;
+	int64_t results[8];
+	char data[8][32];
+	char buf[64];
+	rl_req req;
+};
+
+static void morph_cb(rl_req *req)
+{
+	struct morph *m = req->data;
+	int fd;
+
+	m->results[m->calls] = req->result;
+	if (req->result > 0)
+		memcpy(m->data[m->calls], req->buf,
+		       (size_t)req->result < 32 ? (size_t)req->result : 32);
+	m->calls++;
+	switch (m->step++) {
+	case 0: /* replaced: unlinked, then created anew */
+		cr_assert_eq(unlink(m->path), 0);
+		fd = open(m->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(write(fd, "second", 6), 6);
+		close(fd);
+		break;
+	case 1: /* another file renamed over it */
+		cr_assert_eq(rename(m->other, m->path), 0);
+		break;
+	case 2: /* truncated in place */
+		cr_assert_eq(truncate(m->path, 2), 0);
+		break;
+	case 3: /* gone */
+		cr_assert_eq(unlink(m->path), 0);
+		break;
+	default:
+		return;
+	}
+	rl_req_init(req);
+	req->data = m;
+	cr_assert_eq(rl_fs_read_file(m->loop, req, m->path, m->buf,
+				     sizeof(m->buf), 0, morph_cb),
+		     0);
+}
+
+BACKEND_TEST(core_attack, lingering_file_replaced_renamed_truncated_unlinked)
+{
+	struct morph m = { 0 };
+	int fd;
+	rl_loop *loop = tloop(tp);
+
+	m.loop = loop;
+	m.path = spath("morph");
+	m.other = spath("morph-other");
+	fd = open(m.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_eq(write(fd, "first!", 6), 6);
+	close(fd);
+	fd = open(m.other, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_eq(write(fd, "the third", 9), 9);
+	close(fd);
+	m.req.data = &m;
+	cr_assert_eq(rl_fs_read_file(loop, &m.req, m.path, m.buf, sizeof(m.buf),
+				     0, morph_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(m.calls, 5);
+	cr_assert_eq(m.results[0], 6);
+	cr_assert_eq(memcmp(m.data[0], "first!", 6), 0);
+	cr_assert_eq(m.results[1], 6);
+	cr_assert_eq(memcmp(m.data[1], "second", 6), 0);
+	cr_assert_eq(m.results[2], 9);
+	cr_assert_eq(memcmp(m.data[2], "the third", 9), 0);
+	cr_assert_eq(m.results[3], 2);
+	cr_assert_eq(memcmp(m.data[3], "th", 2), 0);
+	cr_assert_eq(m.results[4], -ENOENT);
+	tclose(loop);
+}
+
+/*
+ * fork() while a read_file's file lingers in its slot (a FIFO's reader):
+ * the child holds the ring's fd (it is close-on-exec, not close-on-fork)
+ * and sleeps; the parent's loop still closes the file, and the FIFO has
+ * no reader while the child lives. The parent's loop works on after.
+ */
+static void fork_cb(rl_req *req)
+{
+	pid_t *pid = req->data;
+
+	cr_assert_eq(req->result, 3);
+	*pid = fork();
+	cr_assert_geq(*pid, 0);
+	if (*pid == 0) {
+		sleep_ms(500);
+		_exit(0);
+	}
+}
+
+BACKEND_TEST(core_attack, fork_while_a_file_lingers)
+{
+	char buf[16];
+	const char *fifo = spath("forkfifo");
+	pid_t pid = -1;
+	rl_req req = { .data = &pid };
+	struct one o;
+	int wfd = -1, status;
+	rl_loop *loop = tloop(tp);
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(20);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(
+		rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf), 0, fork_cb),
+		0);
+	while (wfd < 0) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (wfd < 0)
+			usleep(1000);
+	}
+	cr_assert_eq(write(wfd, "abc", 3), 3);
+	close(wfd);
+	while (pid < 0)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert_eq(writer_errno(fifo), ENXIO,
+		     "the FIFO's reader is still open after the fork");
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&o), tfile("afterfork", 300),
+				     NULL, 0, RL_READ_FILE_GROW, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), 300);
+	tcheck("afterfork", o.req.buf, 300);
+	free(o.req.buf);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	alarm(0);
+	tclose(loop);
+}
+
+/* --------------------------------------------------- adaptive submission */
+
+/*
+ * The adaptive submission learns from what completes inline: bursts of
+ * cached read_files push async_score down, batches of pipe reads that
+ * complete later push it up. Alternating the two flips it back and
+ * forth; with submit_batch 1, 4 and one larger than any burst, it does
+ * not learn at all. Every request completes once with its data, and
+ * the pipe reads in the order their data came.
+ */
+static void alternate_bursts(const struct tp *tp, unsigned submit_batch)
+{
+	enum { FILES = 16, PIPES = 8 };
+	struct rl_options opt;
+	struct one f[FILES], p[PIPES];
+	char fbuf[FILES][128], pbuf[PIPES][8];
+	int fds[PIPES][2], rounds = scaled(12, 3);
+	const char *path = tfile("alt", 100);
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.submit_batch = submit_batch;
+	opt.entries = 16;
+	loop = tloop_opts(tp, &opt);
+	alarm(60);
+	for (int i = 0; i < PIPES; i++)
+		cr_assert_eq(pipe2(fds[i], O_CLOEXEC), 0);
+	for (int r = 0; r < rounds; r++) {
+		/* Some rounds pipes first, some files first. */
+		bool pipes_first = r % 3 == 1;
+
+		for (int pass = 0; pass < 2; pass++) {
+			if ((pass == 0) == pipes_first) {
+				for (int i = 0; i < PIPES; i++)
+					cr_assert_eq(
+						rl_fs_read(loop, one_req(&p[i]),
+							   fds[i][0], pbuf[i],
+							   8, -1, tseen_cb),
+						0);
+			} else {
+				for (int i = 0; i < FILES; i++)
+					cr_assert_eq(
+						rl_fs_read_file(loop,
+								one_req(&f[i]),
+								path, fbuf[i],
+								sizeof(fbuf[i]),
+								0, tseen_cb),
+						0);
+			}
+		}
+		/* The files complete; the pipe reads wait for data. */
+		for (int i = 0; i < 4; i++)
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 0; i < PIPES; i++) {
+			char msg[8];
+
+			snprintf(msg, sizeof(msg), "p%d.%d", r % 10, i);
+			cr_assert_eq(write(fds[i][1], msg, 4), 4);
+		}
+		trun(loop);
+		for (int i = 0; i < FILES; i++) {
+			cr_assert_eq(f[i].s.calls, 1);
+			cr_assert_eq(f[i].s.result, 100);
+			tcheck("alt", fbuf[i], 100);
+		}
+		for (int i = 0; i < PIPES; i++) {
+			char msg[8];
+
+			snprintf(msg, sizeof(msg), "p%d.%d", r % 10, i);
+			cr_assert_eq(p[i].s.calls, 1);
+			cr_assert_eq(p[i].s.result, 4);
+			cr_assert_eq(memcmp(pbuf[i], msg, 4), 0);
+		}
+	}
+	alarm(0);
+	for (int i = 0; i < PIPES; i++) {
+		close(fds[i][0]);
+		close(fds[i][1]);
+	}
+	tclose(loop);
+}
+
+BACKEND_TEST(core_attack, adaptive_submission_flipping)
+{
+	alternate_bursts(tp, 0);
+}
+
+BACKEND_TEST(core_attack, submit_batch_one)
+{
+	alternate_bursts(tp, 1);
+}
+
+BACKEND_TEST(core_attack, submit_batch_four)
+{
+	alternate_bursts(tp, 4);
+}
+
+BACKEND_TEST(core_attack, submit_batch_huge)
+{
+	alternate_bursts(tp, 1u << 30);
+}
+
+/* ------------------------------------------------------- CQ and SQ room */
+
+/*
+ * write_files with an fsync take four SQEs at once: with an SQ of 4 the
+ * wake-up's read never finds room beside one. Posts from another thread
+ * must still get through while such a burst runs, and every file must
+ * be whole.
+ */
+struct wf_poster {
+	rl_loop *loop;
+	struct rl_post posts[200];
+	atomic_int ran;
+	int n;
+};
+
+static void wf_post_cb(struct rl_post *post)
+{
+	struct wf_poster *w = post->data;
+
+	atomic_fetch_add(&w->ran, 1);
+}
+
+static void *wf_poster_main(void *arg)
+{
+	struct wf_poster *w = arg;
+
+	for (int i = 0; i < w->n; i++) {
+		w->posts[i].data = w;
+		cr_assert_eq(rl_post(w->loop, &w->posts[i], wf_post_cb), 0);
+		usleep(200);
+	}
+	return NULL;
+}
+
+BACKEND_TEST(core_attack, fsynced_write_files_fill_a_tiny_sq_posts_get_in)
+{
+	struct rl_options opt;
+	struct wf_poster w = { 0 };
+	int n = scaled(60, 10);
+	struct one *o = calloc(n, sizeof(*o));
+	const char **paths = calloc(n, sizeof(*paths));
+	unsigned char *data = pattern("wfsq", 10000);
+	pthread_t th;
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	cr_assert(o && paths);
+	rl_options_init(&opt);
+	opt.entries = 4;
+	loop = tloop_opts(tp, &opt);
+	alarm(60);
+	w.loop = loop;
+	w.n = 200;
+	rl_ref(loop);
+	cr_assert_eq(pthread_create(&th, NULL, wf_poster_main, &w), 0);
+	for (int i = 0; i < n; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "wfsq%d", i);
+		paths[i] = spath(name);
+		cr_assert_eq(rl_fs_write_file(loop, one_req(&o[i]), paths[i],
+					      data, 1000 + (size_t)i * 100,
+					      i % 2 ? RL_WRITE_FILE_FSYNC
+						    : RL_WRITE_FILE_DATASYNC,
+					      0644, tseen_cb),
+			     0);
+	}
+	while (atomic_load(&w.ran) < w.n)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	pthread_join(th, NULL);
+	rl_unref(loop);
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(o[i].s.calls, 1);
+		cr_assert_eq(o[i].s.result, 1000 + i * 100, "%d: %lld", i,
+			     (long long)o[i].s.result);
+		check_content(paths[i], data, 1000 + (size_t)i * 100);
+	}
+	free(data);
+	free(o);
+	free(paths);
+	tclose(loop);
+}
+
+/* ------------------------------------------------ cancels against results */
+
+/*
+ * A cancel made from another request's callback, in the same batch as the
+ * cancelled request's own completion (or just before it): exactly one
+ * callback, with -ECANCELED or the real result, and the real result only
+ * when it is whole: a read_file's every byte, a write_file's file with
+ * all of its content, a stat's size. rl_cancel() says 0 or -ENOENT
+ * (callback due); after -ENOENT the result is the real one. Each round
+ * moves the cancel a little (the trigger submitted before or after the
+ * target, after a few turns of the loop), so that it lands at every
+ * step of the chains.
+ */
+enum race_kind {
+	RACE_READ_FILE,
+	RACE_READ_FILE_BIG,
+	RACE_WRITE_FILE,
+	RACE_WRITE_FILE_BIG,
+	RACE_STAT,
+	RACE_KINDS
+};
+
+struct race {
+	rl_loop *loop;
+	rl_req target, trigger;
+	rl_timer timer;
+	int kind, target_calls, trigger_calls, cancel_ret;
+	int64_t result;
+	struct statx stx;
+	char small[256];
+	const char *path, *wpath;
+	unsigned char *data;
+	size_t len;
+};
+
+static void race_target_cb(rl_req *req)
+{
+	struct race *r = req->data;
+
+	r->target_calls++;
+	r->result = req->result;
+}
+
+static void race_cancel(struct race *r)
+{
+	r->cancel_ret = rl_cancel(r->loop, &r->target);
+}
+
+static void race_trigger_cb(rl_req *req)
+{
+	struct race *r = req->data;
+
+	r->trigger_calls++;
+	race_cancel(r);
+}
+
+static void race_timer_cb(rl_timer *t, int status)
+{
+	struct race *r = t->data;
+
+	cr_assert_eq(status, 0);
+	r->trigger_calls++;
+	race_cancel(r);
+}
+
+static void race_submit_target(struct race *r)
+{
+	rl_req_init(&r->target);
+	r->target.data = r;
+	switch (r->kind) {
+	case RACE_READ_FILE:
+		cr_assert_eq(rl_fs_read_file(r->loop, &r->target, r->path,
+					     r->small, sizeof(r->small), 0,
+					     race_target_cb),
+			     0);
+		break;
+	case RACE_READ_FILE_BIG:
+		cr_assert_eq(rl_fs_read_file(r->loop, &r->target, r->path, NULL,
+					     0, RL_READ_FILE_GROW,
+					     race_target_cb),
+			     0);
+		break;
+	case RACE_WRITE_FILE:
+	case RACE_WRITE_FILE_BIG:
+		cr_assert_eq(rl_fs_write_file(r->loop, &r->target, r->wpath,
+					      r->data, r->len, 0, 0644,
+					      race_target_cb),
+			     0);
+		break;
+	case RACE_STAT:
+		cr_assert_eq(rl_fs_stat(r->loop, &r->target, r->path, &r->stx,
+					race_target_cb),
+			     0);
+		break;
+	}
+}
+
+static void race_check(struct race *r, const char *name, size_t size)
+{
+	cr_assert_eq(r->target_calls, 1, "kind %d: %d callbacks", r->kind,
+		     r->target_calls);
+	cr_assert(r->cancel_ret == 0 || r->cancel_ret == -ENOENT,
+		  "rl_cancel: %d", r->cancel_ret);
+	if (r->cancel_ret == -ENOENT)
+		cr_assert_neq(r->result, -ECANCELED);
+	if (r->result == -ECANCELED)
+		goto done;
+	switch (r->kind) {
+	case RACE_READ_FILE:
+	case RACE_READ_FILE_BIG:
+		cr_assert_eq(r->result, (int64_t)size, "kind %d: %lld", r->kind,
+			     (long long)r->result);
+		tcheck(name, r->target.buf, size);
+		break;
+	case RACE_WRITE_FILE:
+	case RACE_WRITE_FILE_BIG:
+		cr_assert_eq(r->result, (int64_t)r->len, "kind %d: %lld",
+			     r->kind, (long long)r->result);
+		check_content(r->wpath, r->data, r->len);
+		break;
+	case RACE_STAT:
+		cr_assert_eq(r->result, 0);
+		cr_assert_eq(r->stx.stx_size, size);
+		break;
+	}
+done:
+	if (r->kind == RACE_READ_FILE_BIG)
+		free(r->target.buf);
+}
+
+BACKEND_TEST(core_attack, cancel_from_a_callback_races_the_completion)
+{
+	enum { SMALL = 200, BIG = 3 << 20 };
+	struct race r = { 0 };
+	const char *small = spath("race-small"), *big = spath("race-big");
+	int rounds = scaled(60, 6);
+	rl_loop *loop = tloop(tp);
+
+	alarm(120);
+	tfile("race-small", SMALL);
+	tfile("race-big", BIG);
+	r.loop = loop;
+	r.wpath = spath("race-out");
+	r.data = pattern("race-out", BIG);
+	for (int kind = 0; kind < RACE_KINDS; kind++) {
+		for (int i = 0; i < rounds; i++) {
+			bool big_one = kind == RACE_READ_FILE_BIG ||
+				       kind == RACE_WRITE_FILE_BIG;
+			int turns = i % 6;
+
+			r.kind = kind;
+			r.path = big_one ? big : small;
+			r.len = kind == RACE_WRITE_FILE_BIG ? BIG : SMALL;
+			r.target_calls = r.trigger_calls = 0;
+			r.cancel_ret = 1;
+			rl_req_init(&r.trigger);
+			r.trigger.data = &r;
+			/* The trigger: a stat, before or after the target, or
+			 * a 0 ms timer after a few turns of the loop. */
+			if (i % 3 == 0)
+				cr_assert_eq(rl_fs_stat(loop, &r.trigger, small,
+							&r.stx,
+							race_trigger_cb),
+					     0);
+			race_submit_target(&r);
+			if (i % 3 == 1)
+				cr_assert_eq(rl_fs_stat(loop, &r.trigger, small,
+							&r.stx,
+							race_trigger_cb),
+					     0);
+			if (i % 3 == 2) {
+				for (int k = 0; k < turns; k++)
+					cr_assert_geq(
+						rl_run(loop, RL_RUN_NOWAIT), 0);
+				if (!r.target_calls) {
+					rl_timer_init(&r.timer);
+					r.timer.data = &r;
+					cr_assert_eq(rl_timer_start(
+							     loop, &r.timer, 0,
+							     0, race_timer_cb),
+						     0);
+				} else {
+					r.trigger_calls = 1;
+					r.cancel_ret = -ENOENT;
+				}
+			}
+			trun(loop);
+			cr_assert_eq(r.trigger_calls, 1);
+			race_check(&r, big_one ? "race-big" : "race-small",
+				   big_one ? BIG : SMALL);
+		}
+	}
+	alarm(0);
+	free(r.data);
+	tclose(loop);
 }
