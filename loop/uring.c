@@ -90,6 +90,10 @@
 /* How long no slot may come free, with requests waiting for one, before
  * those requests run on plain fds instead (see unstick_slots()). */
 #define SLOT_STUCK_NS 10000000u
+/* How long the CQ budget may stay full, nothing pushed or reaped, with
+ * requests waiting for it, before what is in flight stops counting
+ * against it (see unstick_cq()). */
+#define CQ_STUCK_NS 10000000u
 /* Adaptive submission (see learn()): an enter submitting fewer SQEs than
  * LEARN_MIN teaches nothing; at ASYNC_EAGER the loop submits every
  * EAGER_BATCH SQEs as they come. */
@@ -475,7 +479,7 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 					     : rl__uring_fs_need(u, req);
 	unsigned owed = need.multishot ? 0 : need.sqes;
 
-	if (u->cq_owed + owed > u->cq_budget)
+	if (u->cq_owed + owed > u->cq_budget + u->cq_stretch)
 		return false;
 	if (need.slot && !u->nfree)
 		return false;
@@ -487,6 +491,7 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	if (need.slot)
 		rl__ur(req)->slot = take_slot(loop, u);
 	u->cq_owed += owed;
+	u->cq_moved_ns = loop->now_ns;
 	u->pushed_since_cancel_all = true;
 	if (rl__op_is_net(req->op))
 		rl__uring_net_prep(loop, u, req);
@@ -602,7 +607,8 @@ static void close_lingering(struct rl__uring *u)
 		int32_t slot = u->free_slots[i];
 		struct io_uring_sqe *sqe = NULL;
 
-		if (u->slot_file[slot] && u->cq_owed < u->cq_budget)
+		if (u->slot_file[slot] &&
+		    u->cq_owed < u->cq_budget + u->cq_stretch)
 			sqe = io_uring_get_sqe(&u->ring);
 		if (!sqe) {
 			u->free_slots[n++] = slot;
@@ -683,6 +689,57 @@ static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 	}
 	push_pending(loop, u);
 	return timeout_ns;
+}
+
+/* Whether req's CQEs do not fit in the CQ budget now. */
+static bool over_budget(struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_need need = rl__op_is_net(req->op)
+					     ? rl__uring_net_need(u, req)
+					     : rl__uring_fs_need(u, req);
+	unsigned owed = need.multishot ? 0 : need.sqes;
+
+	return u->cq_owed + owed > u->cq_budget + u->cq_stretch;
+}
+
+/*
+ * The CQ budget keeps what the loop may be owed within the CQ, but a
+ * request that waits for an event that may never come (a read of a pipe
+ * or a socket nobody writes to, a FIFO's open) holds its share of it as
+ * long as it waits. Enough of them hold all of it, and every request
+ * after them would wait with them, for ever: a server with as many idle
+ * connections as the budget (4088 CQEs on the default ring) would stop
+ * serving. So when the budget stays full for CQ_STUCK_NS, nothing pushed
+ * and nothing reaped, while requests (or the close of a lingering file)
+ * wait for it, what is in flight then stops counting against it: the
+ * budget stretches by what is owed. Should those requests complete
+ * together later, with the CQ full of others, the CQEs that do not fit
+ * wait in the kernel's overflow list (IORING_FEAT_NODROP, 5.5): none is
+ * lost. The stretch shrinks back as what is owed falls (reap()). Until
+ * then, a sleep lasts no longer than that.
+ */
+static int64_t unstick_cq(rl_loop *loop, struct rl__uring *u,
+			  int64_t timeout_ns)
+{
+	rl_req *head = u->cont.head ? u->cont.head : u->pending.head;
+	uint64_t age;
+
+	if (u->closing)
+		return timeout_ns;
+	if (!(head && over_budget(u, head)) &&
+	    !(u->nlinger && u->cq_owed >= u->cq_budget + u->cq_stretch))
+		return timeout_ns;
+	age = loop->now_ns - u->cq_moved_ns;
+	if (age < CQ_STUCK_NS) {
+		if (timeout_ns < 0 || (uint64_t)timeout_ns > CQ_STUCK_NS - age)
+			timeout_ns = (int64_t)(CQ_STUCK_NS - age);
+		return timeout_ns;
+	}
+	u->cq_stretch = u->cq_owed;
+	u->cq_moved_ns = loop->now_ns;
+	push_pending(loop, u);
+	/* What still waits (more idle reads) bounds the sleep again. */
+	return unstick_cq(loop, u, timeout_ns);
 }
 
 /* Drops the cancels still queued for req: its next life must not meet
@@ -772,6 +829,12 @@ static int reap(rl_loop *loop, struct rl__uring *u)
 	/* A closing loop that makes progress needs no new cancel pass. */
 	if (u->closing && total)
 		u->cancel_all_ns = rl__clock_ns();
+	if (total) {
+		u->cq_moved_ns = loop->now_ns;
+		/* The stretch covers only what is still owed (unstick_cq()). */
+		if (u->cq_stretch > u->cq_owed)
+			u->cq_stretch = u->cq_owed;
+	}
 	return total;
 }
 
@@ -819,6 +882,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	if (!io_uring_cq_ready(&u->ring))
 		timeout_ns = flush_lingering(loop, u, timeout_ns);
 	timeout_ns = unstick_slots(loop, u, timeout_ns);
+	timeout_ns = unstick_cq(loop, u, timeout_ns);
 	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
 		/* Cancels that still found no room may be all that can end
 		 * what fills the SQ (reads of pipes nobody writes to): never

@@ -98,6 +98,11 @@ struct rl__uring {
 	uint64_t slots_moved_ns;
 	unsigned cq_budget; /* CQEs we may be owed at once */
 	unsigned cq_owed;
+	/* CQEs owed by requests that stopped counting against the budget
+	 * because nothing moved for CQ_STUCK_NS (unstick_cq() in uring.c),
+	 * and the loop time the budget last moved (a push or a reap). */
+	unsigned cq_stretch;
+	uint64_t cq_moved_ns;
 	/* Cancels that found no room in the SQ: their targets, sent before
 	 * anything else as soon as there is room. cancel_any: the loop's
 	 * close asked the kernel to drop everything. */

@@ -1290,6 +1290,132 @@ BACKEND_TEST(core_attack, submit_batch_huge)
 /* ------------------------------------------------------- CQ and SQ room */
 
 /*
+ * The smallest rings the loop takes (4 SQ entries, a CQ of 16: the CQ
+ * budget is then 8 CQEs) under thousands of completions per tick: read_
+ * files, pipe reads, 0 ms timers, with a callback that stalls the loop
+ * now and then while the kernel keeps completing. Then every pipe read
+ * still in the kernel cancelled at once: each cancel posts a CQE of its
+ * own beside the cancelled read's, more than the CQ holds. Nothing may be
+ * lost: every callback exactly once, with its result.
+ */
+struct pressure {
+	int calls, timer_calls, stalls;
+};
+
+static struct pressure *g_press;
+
+static void pressure_cb(rl_req *req)
+{
+	tseen_cb(req);
+	if (++g_press->calls % 500 == 0) {
+		g_press->stalls++;
+		sleep_ms(5);
+	}
+}
+
+static void pressure_timer_cb(rl_timer *t, int status)
+{
+	(void)t;
+	cr_assert_eq(status, 0);
+	g_press->timer_calls++;
+}
+
+BACKEND_TEST(core_attack, smallest_rings_under_thousands_of_completions)
+{
+	struct rl_options opt;
+	struct pressure pr = { 0 };
+	int nf = scaled(3000, 200), np = scaled(300, 40),
+	    nt = scaled(1000, 100);
+	struct one *f = calloc(nf, sizeof(*f)), *p = calloc(np, sizeof(*p));
+	char(*fbuf)[64] = calloc(nf, 64), (*pbuf)[4] = calloc(np, 4);
+	rl_timer *t = calloc(nt, sizeof(*t));
+	int(*fds)[2] = calloc(np, sizeof(*fds));
+	const char *path = tfile("press", 50);
+	rl_loop *loop;
+
+	cr_assert(f && p && fbuf && pbuf && t && fds);
+	rl_options_init(&opt);
+	opt.entries = 4;
+	opt.cq_entries = 16;
+	loop = tloop_opts(tp, &opt);
+	g_press = &pr;
+	alarm(120);
+	for (int i = 0; i < np; i++)
+		cr_assert_eq(pipe2(fds[i], O_CLOEXEC), 0);
+	/* Half the pipes have data already, half get it later. */
+	for (int i = 0; i < np; i += 2)
+		cr_assert_eq(write(fds[i][1], "now", 3), 3);
+	for (int i = 0; i < nf; i++) {
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&f[i]), path,
+					     fbuf[i], 64, 0, pressure_cb),
+			     0);
+		if (i < nt)
+			cr_assert_eq(rl_timer_start(loop, &t[i], 0, 0,
+						    pressure_timer_cb),
+				     0);
+		if (i < np)
+			cr_assert_eq(rl_fs_read(loop, one_req(&p[i]), fds[i][0],
+						pbuf[i], 4, -1, pressure_cb),
+				     0);
+	}
+	for (int i = 0; i < 3; i++)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 1; i < np; i += 2)
+		if (i % 4 == 1)
+			cr_assert_eq(write(fds[i][1], "later", 4), 4);
+	/* Until every file and the pipes with data are done. */
+	for (;;) {
+		int done = 0;
+
+		for (int i = 0; i < nf; i++)
+			done += f[i].s.calls;
+		for (int i = 0; i < np; i++)
+			done += (i % 4 != 3) ? p[i].s.calls : 0;
+		if (done == nf + np - np / 4)
+			break;
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	}
+	/* The rest wait in the kernel or in the loop's queue: cancel all. */
+	for (int i = 3; i < np; i += 4)
+		cr_assert_eq(rl_cancel(loop, &p[i].req), 0);
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < nf; i++) {
+		cr_assert_eq(f[i].s.calls, 1);
+		cr_assert_eq(f[i].s.result, 50, "read_file %d: %lld", i,
+			     (long long)f[i].s.result);
+		tcheck("press", fbuf[i], 50);
+	}
+	for (int i = 0; i < np; i++) {
+		cr_assert_eq(p[i].s.calls, 1, "pipe read %d: %d calls", i,
+			     p[i].s.calls);
+		if (i % 2 == 0) {
+			cr_assert_eq(p[i].s.result, 3);
+			cr_assert_eq(memcmp(pbuf[i], "now", 3), 0);
+		} else if (i % 4 == 1) {
+			cr_assert_eq(p[i].s.result, 4);
+			cr_assert_eq(memcmp(pbuf[i], "late", 4), 0);
+		} else {
+			cr_assert_eq(p[i].s.result, -ECANCELED,
+				     "pipe read %d: %lld", i,
+				     (long long)p[i].s.result);
+		}
+	}
+	cr_assert_eq(pr.timer_calls, nt);
+	for (int i = 0; i < np; i++) {
+		close(fds[i][0]);
+		close(fds[i][1]);
+	}
+	free(f);
+	free(p);
+	free(fbuf);
+	free(pbuf);
+	free(t);
+	free(fds);
+	tclose(loop);
+}
+
+/*
  * write_files with an fsync take four SQEs at once: with an SQ of 4 the
  * wake-up's read never finds room beside one. Posts from another thread
  * must still get through while such a burst runs, and every file must
@@ -1566,5 +1692,89 @@ BACKEND_TEST(core_attack, cancel_from_a_callback_races_the_completion)
 	}
 	alarm(0);
 	free(r.data);
+	tclose(loop);
+}
+
+/*
+ * Reads that wait for ever (pipes nobody writes to, sockets whose peer
+ * says nothing: idle connections) each hold a CQE of the loop's CQ
+ * budget while they wait. With as many of them as the budget (8 CQEs
+ * with a CQ of 16; 4088 with the default ring), every request after them
+ * waited with them, for ever. New requests must still run: read_files,
+ * a timer, a write to one of the pipes, which completes one of the
+ * reads; then the rest are cancelled.
+ */
+BACKEND_TEST(core_attack, idle_reads_do_not_hold_the_cq_budget)
+{
+	enum { IDLE = 24, FILES = 40 };
+	struct rl_options opt;
+	struct one idle[IDLE], f[FILES];
+	char ibuf[IDLE][8], fbuf[FILES][64];
+	int fds[IDLE][2], fired = 0;
+	const char *path = tfile("budget", 30);
+	rl_timer t;
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.entries = 4;
+	opt.cq_entries = 16;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < IDLE; i++) {
+		if (i % 2)
+			cr_assert_eq(socketpair(AF_UNIX,
+						SOCK_STREAM | SOCK_CLOEXEC, 0,
+						fds[i]),
+				     0);
+		else
+			cr_assert_eq(pipe2(fds[i], O_CLOEXEC), 0);
+		if (i % 2)
+			cr_assert_eq(rl_net_recv(loop, one_req(&idle[i]),
+						 fds[i][0], ibuf[i], 8,
+						 tseen_cb),
+				     0);
+		else
+			cr_assert_eq(rl_fs_read(loop, one_req(&idle[i]),
+						fds[i][0], ibuf[i], 8, -1,
+						tseen_cb),
+				     0);
+	}
+	for (int i = 0; i < 3; i++)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 0; i < FILES; i++)
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&f[i]), path,
+					     fbuf[i], 64, 0, tseen_cb),
+			     0);
+	rl_timer_init(&t);
+	t.data = &fired;
+	start_from_real_now(loop, &t, 5, 0, no_op_timer);
+	for (bool done = false; !done;) {
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+		done = true;
+		for (int i = 0; i < FILES; i++)
+			done = done && f[i].s.calls;
+	}
+	for (int i = 0; i < FILES; i++) {
+		cr_assert_eq(f[i].s.calls, 1);
+		cr_assert_eq(f[i].s.result, 30);
+		tcheck("budget", fbuf[i], 30);
+	}
+	/* One of the idle ones gets its data, the rest are cancelled. */
+	cr_assert_eq(write(fds[IDLE - 1][1], "wake", 4), 4);
+	while (!idle[IDLE - 1].s.calls)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert_eq(idle[IDLE - 1].s.result, 4);
+	for (int i = 0; i < IDLE - 1; i++)
+		cr_assert_eq(rl_cancel(loop, &idle[i].req), 0);
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < IDLE - 1; i++) {
+		cr_assert_eq(idle[i].s.calls, 1);
+		cr_assert_eq(idle[i].s.result, -ECANCELED);
+	}
+	for (int i = 0; i < IDLE; i++) {
+		close(fds[i][0]);
+		close(fds[i][1]);
+	}
 	tclose(loop);
 }
