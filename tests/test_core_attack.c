@@ -1778,3 +1778,156 @@ BACKEND_TEST(core_attack, idle_reads_do_not_hold_the_cq_budget)
 	}
 	tclose(loop);
 }
+
+/*
+ * -ECANCELED callbacks that stop and cancel other timers: a cancelled
+ * timer whose callback is still owed, stopped from another's -ECANCELED
+ * callback in the same pass, gets none; one cancelled from there gets
+ * its own in a later pass.
+ */
+struct owed {
+	rl_loop *loop;
+	rl_timer t[3];
+	int calls[3], stop_ret, cancel_ret;
+};
+
+static void owed_cb(rl_timer *t, int status)
+{
+	struct owed *o = t->data;
+	int i = (int)(t - o->t);
+
+	o->calls[i]++;
+	if (i == 0) {
+		cr_assert_eq(status, -ECANCELED);
+		o->stop_ret = rl_timer_stop(o->loop, &o->t[1]);
+		o->cancel_ret = rl_timer_cancel(o->loop, &o->t[2]);
+	} else {
+		cr_assert_eq(status, -ECANCELED);
+	}
+}
+
+BACKEND_TEST(core_attack, cancelled_callbacks_stop_and_cancel_others)
+{
+	struct owed o = { 0 };
+	rl_loop *loop = tloop(tp);
+
+	o.loop = loop;
+	for (int i = 0; i < 3; i++) {
+		o.t[i].data = &o;
+		cr_assert_eq(rl_timer_start(loop, &o.t[i], 100000, 0, owed_cb),
+			     0);
+	}
+	cr_assert_eq(rl_timer_cancel(loop, &o.t[0]), 0);
+	cr_assert_eq(rl_timer_cancel(loop, &o.t[1]), 0);
+	trun(loop);
+	cr_assert_eq(o.stop_ret, 0);
+	cr_assert_eq(o.cancel_ret, 0);
+	cr_assert_eq(o.calls[0], 1);
+	cr_assert_eq(o.calls[1], 0, "a stopped timer got its callback");
+	cr_assert_eq(o.calls[2], 1);
+	tclose(loop);
+}
+
+/*
+ * Once the CQ budget has stretched over reads that waited (see
+ * idle_reads_do_not_hold_the_cq_budget), they may all complete at once,
+ * with a burst of read_files besides: more CQEs than the CQ holds (16).
+ * The kernel keeps the rest in its overflow list; every read must still
+ * get its own data, exactly once, and the read_files cancelled from
+ * there (queued or in flight) exactly one callback each.
+ */
+struct ovf {
+	rl_loop *loop;
+	struct one *f;
+	int nf, cancels, cancel_ok;
+};
+
+static struct ovf *g_ovf;
+
+/* The first idle read's callback cancels every other read_file. */
+static void ovf_first_cb(rl_req *req)
+{
+	struct ovf *o = g_ovf;
+
+	tseen_cb(req);
+	for (int i = 1; i < o->nf; i += 2) {
+		int ret = rl_cancel(o->loop, &o->f[i].req);
+
+		o->cancels++;
+		if (ret == 0 || ret == -ENOENT)
+			o->cancel_ok++;
+	}
+}
+
+BACKEND_TEST(core_attack, stretched_budget_overflows_the_cq_losing_nothing)
+{
+	enum { IDLE = 40, FILES = 60 };
+	struct rl_options opt;
+	struct ovf ov = { 0 };
+	struct one idle[IDLE], f[FILES];
+	char ibuf[IDLE][8], fbuf[FILES][64];
+	int fds[IDLE][2];
+	const char *path = tfile("ovf", 20);
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.entries = 4;
+	opt.cq_entries = 16;
+	loop = tloop_opts(tp, &opt);
+	g_ovf = &ov;
+	ov.loop = loop;
+	ov.f = f;
+	ov.nf = FILES;
+	alarm(30);
+	for (int i = 0; i < IDLE; i++) {
+		cr_assert_eq(pipe2(fds[i], O_CLOEXEC), 0);
+		cr_assert_eq(rl_fs_read(loop, one_req(&idle[i]), fds[i][0],
+					ibuf[i], 8, -1,
+					i == 0 ? ovf_first_cb : tseen_cb),
+			     0);
+	}
+	/* Let the budget stretch over all of them: NOWAIT turns for a
+	 * while, no sleep needed. */
+	for (uint64_t end = tnow_ms() + 60; tnow_ms() < end;) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(2000);
+	}
+	/* Every pipe gets its data at once, and a burst of read_files is
+	 * submitted before the loop looks. */
+	for (int i = 0; i < IDLE; i++) {
+		char msg[8];
+
+		snprintf(msg, sizeof(msg), "d%03d", i);
+		cr_assert_eq(write(fds[i][1], msg, 4), 4);
+	}
+	for (int i = 0; i < FILES; i++)
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&f[i]), path,
+					     fbuf[i], 64, 0, tseen_cb),
+			     0);
+	trun(loop);
+	alarm(0);
+	for (int i = 0; i < IDLE; i++) {
+		char msg[8];
+
+		snprintf(msg, sizeof(msg), "d%03d", i);
+		cr_assert_eq(idle[i].s.calls, 1, "read %d: %d callbacks", i,
+			     idle[i].s.calls);
+		cr_assert_eq(idle[i].s.result, 4, "read %d: %lld", i,
+			     (long long)idle[i].s.result);
+		cr_assert_eq(memcmp(ibuf[i], msg, 4), 0);
+	}
+	cr_assert_eq(ov.cancel_ok, ov.cancels);
+	for (int i = 0; i < FILES; i++) {
+		cr_assert_eq(f[i].s.calls, 1);
+		if (i % 2 && f[i].s.result == -ECANCELED)
+			continue;
+		cr_assert_eq(f[i].s.result, 20, "read_file %d: %lld", i,
+			     (long long)f[i].s.result);
+		tcheck("ovf", fbuf[i], 20);
+	}
+	for (int i = 0; i < IDLE; i++) {
+		close(fds[i][0]);
+		close(fds[i][1]);
+	}
+	tclose(loop);
+}
