@@ -112,6 +112,7 @@ struct rl_loop {
 	uint32_t heap_len, heap_cap;
 	uint64_t timer_seq;
 	struct rl_link cancelled; /* rl_timer, FIFO */
+	rl_timer *timer_firing;	  /* whose status 0 callback runs now */
 
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
 	unsigned nbufs;

@@ -1780,6 +1780,51 @@ BACKEND_TEST(core_attack, idle_reads_do_not_hold_the_cq_budget)
 }
 
 /*
+ * "It may restart or cancel itself from its callback" (struct rl_timer):
+ * also a repeating timer, which the loop has re-armed by the time its
+ * callback runs. The restart replaces the re-arm: here a timer repeating
+ * every 10 s restarts itself as a one-shot of 1 ms, fires once more and
+ * is idle. Outside its callback an active timer stays -EBUSY.
+ */
+struct rearm {
+	rl_loop *loop;
+	int calls, start_ret;
+};
+
+static void rearm_cb(rl_timer *t, int status)
+{
+	struct rearm *r = t->data;
+
+	cr_assert_eq(status, 0);
+	if (++r->calls == 1) {
+		r->start_ret = rl_timer_start(r->loop, t, 1, 0, rearm_cb);
+		if (r->start_ret < 0) /* fail now, not in 10 s */
+			rl_timer_stop(r->loop, t);
+	}
+}
+
+BACKEND_TEST(core_attack, repeating_timer_restarts_itself_from_its_callback)
+{
+	struct rearm r = { 0 };
+	rl_timer t;
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	r.loop = loop;
+	rl_timer_init(&t);
+	t.data = &r;
+	cr_assert_eq(rl_timer_start(loop, &t, 1, 10000, rearm_cb), 0);
+	cr_assert_eq(rl_timer_start(loop, &t, 1, 0, rearm_cb), -EBUSY);
+	trun(loop);
+	alarm(0);
+	cr_assert_eq(r.start_ret, 0, "restart from its callback: %d",
+		     r.start_ret);
+	cr_assert_eq(r.calls, 2);
+	cr_assert_eq(rl_timer_stop(loop, &t), -ENOENT);
+	tclose(loop);
+}
+
+/*
  * -ECANCELED callbacks that stop and cancel other timers: a cancelled
  * timer whose callback is still owed, stopped from another's -ECANCELED
  * callback in the same pass, gets none; one cancelled from there gets
