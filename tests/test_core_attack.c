@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1974,5 +1975,128 @@ BACKEND_TEST(core_attack, stretched_budget_overflows_the_cq_losing_nothing)
 		close(fds[i][0]);
 		close(fds[i][1]);
 	}
+	tclose(loop);
+}
+
+/*
+ * rl_loop_close() with the CQ budget stretched over idle reads and
+ * sockets, read_files queued behind them: every callback runs once, with
+ * -ECANCELED (the read_files may have finished first), and nothing
+ * lingers or leaks.
+ */
+BACKEND_TEST(core_attack, close_with_the_cq_budget_stretched)
+{
+	enum { IDLE = 32, FILES = 30 };
+	struct rl_options opt;
+	struct one idle[IDLE], f[FILES];
+	char ibuf[IDLE][8], fbuf[FILES][64];
+	int fds[IDLE][2];
+	const char *path = tfile("closest", 20);
+	rl_loop *loop;
+	int base = tfd_count();
+
+	rl_options_init(&opt);
+	opt.entries = 4;
+	opt.cq_entries = 16;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	for (int i = 0; i < IDLE; i++) {
+		if (i % 2) {
+			cr_assert_eq(socketpair(AF_UNIX,
+						SOCK_STREAM | SOCK_CLOEXEC, 0,
+						fds[i]),
+				     0);
+			cr_assert_eq(rl_net_recv(loop, one_req(&idle[i]),
+						 fds[i][0], ibuf[i], 8,
+						 tseen_cb),
+				     0);
+		} else {
+			cr_assert_eq(pipe2(fds[i], O_CLOEXEC), 0);
+			cr_assert_eq(rl_fs_read(loop, one_req(&idle[i]),
+						fds[i][0], ibuf[i], 8, -1,
+						tseen_cb),
+				     0);
+		}
+	}
+	for (uint64_t end = tnow_ms() + 30; tnow_ms() < end;) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(2000);
+	}
+	for (int i = 0; i < FILES; i++)
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&f[i]), path,
+					     fbuf[i], 64, 0, tseen_cb),
+			     0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	alarm(0);
+	for (int i = 0; i < IDLE; i++) {
+		cr_assert_eq(idle[i].s.calls, 1);
+		cr_assert_eq(idle[i].s.result, -ECANCELED);
+	}
+	for (int i = 0; i < FILES; i++) {
+		cr_assert_eq(f[i].s.calls, 1);
+		cr_assert(f[i].s.result == -ECANCELED || f[i].s.result == 20,
+			  "read_file %d: %lld", i, (long long)f[i].s.result);
+	}
+	for (int i = 0; i < IDLE; i++) {
+		close(fds[i][0]);
+		close(fds[i][1]);
+	}
+	cr_assert_eq(tfd_count(), base, "fds leaked: %d, %d at start",
+		     tfd_count(), base);
+}
+
+/*
+ * Deadlines on read_files waiting for the one slot, held by a FIFO's
+ * read_file that no writer will end (it has a deadline too): a deadline
+ * that passes while its request waits in the loop's queue ends it with
+ * -ETIMEDOUT, one that does not lets it complete (on plain fds once the
+ * slot stayed taken, or in the slot), and the FIFO's read ends with
+ * -ETIMEDOUT. One callback each, no timer callback ever.
+ */
+BACKEND_TEST(core_attack, deadlines_of_requests_waiting_for_a_slot)
+{
+	enum { N = 8 };
+	struct rl_options opt;
+	struct one fifo_read, f[N];
+	rl_timer tf, t[N];
+	char fbuf[N][64], buf[16];
+	const char *fifo = spath("deadfifo");
+	const char *path = tfile("deadline", 20);
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.direct_slots = 1;
+	loop = tloop_opts(tp, &opt);
+	alarm(30);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&fifo_read), fifo, buf,
+				     sizeof(buf), 0, tseen_cb),
+		     0);
+	rl_timer_init(&tf);
+	cr_assert_eq(rl_req_deadline(loop, &fifo_read.req, &tf, 60), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&f[i]), path,
+					     fbuf[i], 64, 0, tseen_cb),
+			     0);
+		rl_timer_init(&t[i]);
+		cr_assert_eq(rl_req_deadline(loop, &f[i].req, &t[i],
+					     i % 2 ? 1 : 5000),
+			     0);
+	}
+	trun(loop);
+	alarm(0);
+	cr_assert_eq(fifo_read.s.calls, 1);
+	cr_assert_eq(fifo_read.s.result, -ETIMEDOUT, "fifo: %lld",
+		     (long long)fifo_read.s.result);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(f[i].s.calls, 1);
+		if (i % 2 == 0 || f[i].s.result != -ETIMEDOUT) {
+			cr_assert_eq(f[i].s.result, 20, "read_file %d: %lld", i,
+				     (long long)f[i].s.result);
+			tcheck("deadline", fbuf[i], 20);
+		}
+		cr_assert_eq(rl_timer_stop(loop, &t[i]), -ENOENT);
+	}
+	cr_assert_eq(rl_timer_stop(loop, &tf), -ENOENT);
 	tclose(loop);
 }
