@@ -51,6 +51,9 @@ struct rl__backend {
 	 * -errno (-EEXIST: the ring belongs to another thread). NULL: any
 	 * thread may. */
 	int (*check_thread)(rl_loop *loop);
+	/* The same for rl_run(), which must fail before it runs anything:
+	 * cheap, as it is called at every rl_run(). NULL: any thread may. */
+	int (*check_run)(rl_loop *loop);
 	/* Takes an accepted request. It must finish later via rl__complete().
 	 * Never fails: what cannot go to the kernel now waits in a queue. */
 	void (*submit)(rl_loop *loop, rl_req *req);

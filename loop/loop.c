@@ -502,6 +502,15 @@ int rl__run(rl_loop *loop, enum rl_run_mode mode)
 		return -EINVAL;
 	if (loop->running)
 		return -EBUSY;
+	/* On another thread than the ring's, before any callback runs
+	 * there (timers due, ready requests): the loop is not
+	 * thread-safe. */
+	if (loop->backend->check_run) {
+		int err = loop->backend->check_run(loop);
+
+		if (err < 0)
+			return err;
+	}
 	loop->running = 1;
 	loop->stop = false;
 	rl__loop_current = loop;

@@ -289,6 +289,7 @@ static int ring_start(rl_loop *loop, struct rl__uring *u)
 		if (ret < 0)
 			return ret;
 		u->disabled = false;
+		u->issuer = pthread_self();
 	}
 	if (u->register_ring) {
 		ret = io_uring_register_ring_fd(&u->ring);
@@ -1170,6 +1171,28 @@ static int uring_check_thread(rl_loop *loop)
 	return ret == -EEXIST ? ret : 0;
 }
 
+/*
+ * rl_run() on another thread than the ring's issuer fails with -EEXIST
+ * (ringloop.h), and must do so before it runs a callback there, which an
+ * enter's refusal would only tell after the first batch. The issuer is
+ * known from ring_start(); only a thread that is not it asks the kernel,
+ * which has the last word. (A thread that got the pthread_t of an issuer
+ * that exited passes here, and its first enter then fails.)
+ */
+static int uring_check_run(rl_loop *loop)
+{
+	struct rl__uring *u = rl__u(loop);
+	int ret;
+
+	if (!u->single_issuer || u->disabled ||
+	    pthread_equal(u->issuer, pthread_self()))
+		return 0;
+	ret = uring_check_thread(loop);
+	if (ret == 0)
+		u->issuer = pthread_self();
+	return ret;
+}
+
 static void uring_destroy(rl_loop *loop)
 {
 	struct rl__uring *u = rl__u(loop);
@@ -1231,6 +1254,7 @@ const struct rl__backend rl__backend_uring = {
 	.init = uring_init,
 	.destroy = uring_destroy,
 	.check_thread = uring_check_thread,
+	.check_run = uring_check_run,
 	.submit = uring_submit,
 	.cancel = uring_cancel,
 	.wait = uring_wait,

@@ -12,6 +12,7 @@
 #define RINGLOOP_URING_H
 
 #include <liburing.h>
+#include <pthread.h>
 
 #include "internal.h"
 
@@ -64,6 +65,7 @@ struct rl__uring {
 	 * thread that enables it, the first that enters it (ring_start() in
 	 * uring.c). */
 	bool single_issuer;
+	pthread_t issuer;	/* ... that thread, once the ring is enabled */
 	bool defer_taskrun;	/* completions are posted only by our enters */
 	unsigned last_reaped;	/* CQEs the last wait reaped */
 	uint64_t last_enter_ns; /* loop->now_ns at the last enter */

@@ -2100,3 +2100,91 @@ BACKEND_TEST(core_attack, deadlines_of_requests_waiting_for_a_slot)
 	cr_assert_eq(rl_timer_stop(loop, &tf), -ENOENT);
 	tclose(loop);
 }
+
+/*
+ * "On io_uring the default ring belongs to that thread for good ...:
+ * rl_run() on another thread fails with -EEXIST". It must fail before it
+ * runs anything: a timer that became due meanwhile must not have its
+ * callback run on the wrong thread first (the loop is not thread-safe),
+ * in any mode; the owner runs it later. Where any thread may run the
+ * loop (epoll, the shared ring), the other thread simply runs it.
+ */
+struct owner {
+	rl_loop *loop;
+	rl_timer timer;
+	int calls;
+	pthread_t ran_on;
+	int run_ret, finish_ret;
+	sem_t ran, go_on;
+};
+
+static void owner_timer_cb(rl_timer *t, int status)
+{
+	struct owner *o = t->data;
+
+	cr_assert_eq(status, 0);
+	o->calls++;
+	o->ran_on = pthread_self();
+}
+
+/* Enters the ring (this thread owns it from then on), lets the test try
+ * its runs, then runs the loop to the end and closes it. */
+static void *owner_main(void *arg)
+{
+	struct owner *o = arg;
+
+	start_from_real_now(o->loop, &o->timer, 30, 0, owner_timer_cb);
+	o->run_ret = rl_run(o->loop, RL_RUN_NOWAIT);
+	sem_post(&o->ran);
+	sem_wait(&o->go_on);
+	o->finish_ret = rl_run(o->loop, RL_RUN_DEFAULT);
+	if (o->finish_ret >= 0)
+		o->finish_ret = rl_loop_close(o->loop);
+	return NULL;
+}
+
+BACKEND_TEST(core_attack, run_on_a_thread_not_the_rings_runs_nothing)
+{
+	struct owner o = { 0 };
+	pthread_t th;
+	bool single;
+	int base = tfd_count();
+
+	tskip_uring_threads_under_valgrind(tp);
+	alarm(20);
+	o.loop = tloop(tp);
+	single = tp->backend == RL_BACKEND_URING &&
+		 (rl_loop_flags(o.loop) & RL_SINGLE_ISSUER);
+	rl_timer_init(&o.timer);
+	o.timer.data = &o;
+	sem_init(&o.ran, 0, 0);
+	sem_init(&o.go_on, 0, 0);
+	cr_assert_eq(pthread_create(&th, NULL, owner_main, &o), 0);
+	sem_wait(&o.ran);
+	cr_assert_eq(o.run_ret, 0);
+	sleep_ms(40); /* the timer is due now */
+	for (int mode = 0; mode < 3 && single; mode++) {
+		int ret = rl_run(o.loop, (enum rl_run_mode)mode);
+
+		cr_assert_eq(ret, -EEXIST, "mode %d: %d", mode, ret);
+		cr_assert_eq(o.calls, 0,
+			     "a callback ran on the wrong thread (mode %d)",
+			     mode);
+	}
+	if (!single) {
+		/* Any thread may run it: this one does. */
+		cr_assert_eq(rl_run(o.loop, RL_RUN_NOWAIT), 1);
+		cr_assert_eq(o.calls, 1);
+		cr_assert(pthread_equal(o.ran_on, pthread_self()));
+	}
+	sem_post(&o.go_on);
+	pthread_join(th, NULL);
+	alarm(0);
+	cr_assert_eq(o.finish_ret, 0);
+	cr_assert_eq(o.calls, 1);
+	if (single)
+		cr_assert(pthread_equal(o.ran_on, th));
+	cr_assert_eq(tfd_count(), base, "fds leaked");
+	sem_destroy(&o.ran);
+	sem_destroy(&o.go_on);
+}
