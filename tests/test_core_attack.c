@@ -2188,3 +2188,91 @@ BACKEND_TEST(core_attack, run_on_a_thread_not_the_rings_runs_nothing)
 	sem_destroy(&o.ran);
 	sem_destroy(&o.go_on);
 }
+
+/*
+ * rl_run() once rl_loop_close() has begun. A close hook may run the loop
+ * (ringloop.h: "fn may submit, cancel and call rl_run()"): a read_file it
+ * submits completes there, with its data. A callback run by the close
+ * itself (a request cancelled by it) is inside the loop: rl_run() and
+ * rl_loop_close() are -EBUSY there, and a new submission fails fast with
+ * -ECANCELED, its callback never run.
+ */
+struct closing {
+	rl_close_hook hook;
+	struct one in_hook, late;
+	struct tseen cancelled_seen;
+	rl_req cancelled;
+	char buf[64], lbuf[64];
+	int hook_calls, hook_run, cb_runs[3], cb_close, cb_submit;
+	const char *path;
+};
+
+static struct closing *g_closing;
+
+static int closing_hook(rl_close_hook *hook, rl_loop *loop)
+{
+	struct closing *c = g_closing;
+
+	(void)hook;
+	c->hook_calls++;
+	cr_assert_eq(rl_fs_read_file(loop, one_req(&c->in_hook), c->path,
+				     c->buf, sizeof(c->buf), 0, tseen_cb),
+		     0);
+	while (!c->in_hook.s.calls)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	c->hook_run = 1;
+	return 0;
+}
+
+static void closing_cancelled_cb(rl_req *req)
+{
+	struct closing *c = g_closing;
+
+	tseen_cb(req);
+	c->cb_runs[0] = rl_run(req->loop, RL_RUN_NOWAIT);
+	c->cb_runs[1] = rl_run(req->loop, RL_RUN_ONCE);
+	c->cb_runs[2] = rl_run(req->loop, RL_RUN_DEFAULT);
+	c->cb_close = rl_loop_close(req->loop);
+	c->cb_submit = rl_fs_read_file(req->loop, one_req(&c->late), c->path,
+				       c->lbuf, sizeof(c->lbuf), 0, tseen_cb);
+}
+
+BACKEND_TEST(core_attack, run_while_the_loop_closes)
+{
+	struct closing c = { 0 };
+	char rbuf[8];
+	int p[2];
+	rl_loop *loop;
+
+	/* Before the loop: tclose() counts the fds against its start. */
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	loop = tloop(tp);
+	g_closing = &c;
+	alarm(20);
+	c.path = tfile("closing", 33);
+	c.cancelled.data = &c.cancelled_seen;
+	cr_assert_eq(rl_fs_read(loop, &c.cancelled, p[0], rbuf, sizeof(rbuf),
+				-1, closing_cancelled_cb),
+		     0);
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	rl_loop_on_close(loop, &c.hook, closing_hook);
+	tclose(loop);
+	alarm(0);
+	cr_assert_eq(c.hook_calls, 1);
+	cr_assert_eq(c.hook_run, 1);
+	cr_assert_eq(c.in_hook.s.calls, 1);
+	cr_assert_eq(c.in_hook.s.result, 33);
+	tcheck("closing", c.buf, 33);
+	cr_assert_eq(c.cancelled_seen.calls, 1);
+	/* The hook ran the loop, but the pipe read waits on: the close
+	 * cancels it. */
+	cr_assert_eq(c.cancelled_seen.result, -ECANCELED);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(c.cb_runs[i], -EBUSY, "run %d: %d", i,
+			     c.cb_runs[i]);
+	cr_assert_eq(c.cb_close, -EBUSY);
+	cr_assert_eq(c.cb_submit, -ECANCELED);
+	cr_assert_eq(c.late.s.calls, 0);
+	close(p[0]);
+	close(p[1]);
+}
