@@ -597,10 +597,13 @@ void rl__uring_linger_slot(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	rl__uring_release_slot(loop, u, req);
 }
 
-/* Closes the files lingering in free slots, as many as the SQ and the CQ
- * budget take now; each slot leaves the free list until its close's CQE,
- * so no open can take it before the close has run. */
-static void close_lingering(struct rl__uring *u)
+/* Closes the files lingering in free slots, as many as the CQ budget
+ * takes now; each slot leaves the free list until its close's CQE, so no
+ * open can take it before the close has run. A full SQ is submitted to
+ * make room: more files may linger than the SQ has entries, and a file
+ * left open here stays open while the loop sleeps or after rl_run() has
+ * returned (uring_leave()). */
+static void close_lingering(rl_loop *loop, struct rl__uring *u)
 {
 	unsigned i, n = 0;
 
@@ -610,7 +613,7 @@ static void close_lingering(struct rl__uring *u)
 
 		if (u->slot_file[slot] &&
 		    u->cq_owed < u->cq_budget + u->cq_stretch)
-			sqe = io_uring_get_sqe(&u->ring);
+			sqe = get_sqe(loop, u);
 		if (!sqe) {
 			u->free_slots[n++] = slot;
 			continue;
@@ -643,7 +646,7 @@ static int64_t flush_lingering(rl_loop *loop, struct rl__uring *u,
 	age = loop->now_ns - u->linger_since;
 	idle = u->nfree + u->nslot_closes == u->nslots;
 	if (u->closing || age >= LINGER_NS || (idle && timeout_ns != 0)) {
-		close_lingering(u);
+		close_lingering(loop, u);
 		return timeout_ns;
 	}
 	if (timeout_ns < 0 || (uint64_t)timeout_ns > LINGER_NS - age)
@@ -1059,7 +1062,7 @@ static void cancel_all(rl_loop *loop, struct rl__uring *u)
 	rl_req *req;
 
 	u->closing = true;
-	close_lingering(u);
+	close_lingering(loop, u);
 	rl__uring_fs_closing(u);
 	rl__uring_net_closing(loop, u);
 	while ((req = rl__fifo_pop(&u->pending))) {
@@ -1136,7 +1139,7 @@ static void uring_leave(rl_loop *loop)
 
 	if (!u->nlinger || u->nfree + u->nslot_closes != u->nslots)
 		return;
-	close_lingering(u);
+	close_lingering(loop, u);
 	flush_sq(loop, u);
 }
 

@@ -2276,3 +2276,69 @@ BACKEND_TEST(core_attack, run_while_the_loop_closes)
 	close(p[0]);
 	close(p[1]);
 }
+
+/*
+ * More files linger than the SQ has entries (6 FIFOs read by read_file,
+ * an SQ of 4): when rl_run() returns, every one of them must be closed,
+ * not only those whose close found room in the SQ.
+ */
+BACKEND_TEST(core_attack, more_lingering_files_than_sq_entries)
+{
+	enum { N = 6 };
+	struct rl_options opt;
+	struct one o[N];
+	char bufs[N][16];
+	const char *fifos[N];
+	int wfd[N];
+	rl_loop *loop;
+
+	rl_options_init(&opt);
+	opt.entries = 4;
+	opt.direct_slots = 8;
+	loop = tloop_opts(tp, &opt);
+	signal(SIGPIPE, SIG_IGN);
+	alarm(20);
+	for (int i = 0; i < N; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "manyfifo%d", i);
+		fifos[i] = spath(name);
+		cr_assert_eq(mkfifo(fifos[i], 0600), 0);
+		cr_assert_eq(rl_fs_read_file(loop, one_req(&o[i]), fifos[i],
+					     bufs[i], sizeof(bufs[i]), 0,
+					     tseen_cb),
+			     0);
+		wfd[i] = -1;
+	}
+	for (int opened = 0; opened < N;) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 0; i < N; i++) {
+			if (wfd[i] >= 0)
+				continue;
+			wfd[i] = open(fifos[i],
+				      O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+			if (wfd[i] >= 0)
+				opened++;
+		}
+		usleep(1000);
+	}
+	/* Every writer writes and goes at once: the reads end together. */
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(write(wfd[i], "xy", 2), 2);
+		close(wfd[i]);
+	}
+	for (bool all = false; !all;) {
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+		all = true;
+		for (int i = 0; i < N; i++)
+			all = all && o[i].s.calls;
+	}
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(o[i].s.result, 2);
+		cr_assert_eq(writer_errno(fifos[i]), ENXIO,
+			     "FIFO %d still has its reader", i);
+	}
+	trun(loop);
+	alarm(0);
+	tclose(loop);
+}
