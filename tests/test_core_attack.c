@@ -119,7 +119,8 @@ static void outer_timer_cb(rl_timer *t, int status)
 	n->inner_ran = rl_run(n->inner, RL_RUN_DEFAULT);
 }
 
-BACKEND_TEST(core_attack, run_inside_a_callback_is_ebusy_another_loop_runs)
+static void
+run_inside_a_callback_is_ebusy_another_loop_runs(const struct tp *tp)
 {
 	struct nested n = { 0 };
 	rl_timer t;
@@ -198,7 +199,7 @@ static void *stop_poster(void *arg)
 	return NULL;
 }
 
-BACKEND_TEST(core_attack, stop_before_twice_from_a_timer_and_from_a_post)
+CORE_TEST(core_attack, stop_before_twice_from_a_timer_and_from_a_post)
 {
 	struct stopper s = { 0 };
 	struct rl_post post = { .data = &s };
@@ -323,13 +324,9 @@ static void timer_years_away(const struct tp *tp, uint64_t ms)
 	tclose(loop);
 }
 
-BACKEND_TEST(core_attack, timer_a_year_away)
+CORE_TEST(core_attack, timers_a_year_and_the_longest_timeout_away)
 {
 	timer_years_away(tp, 365ull * 24 * 3600 * 1000);
-}
-
-BACKEND_TEST(core_attack, timer_at_the_longest_timeout)
-{
 	timer_years_away(tp, RL_TIMEOUT_MAX_MS);
 }
 
@@ -417,13 +414,11 @@ static void timer_chain_lets_io_through(const struct tp *tp, bool zero_ms)
 	tclose(c.loop);
 }
 
-BACKEND_TEST(core_attack, zero_ms_timer_restarted_for_ever_lets_a_read_in)
+/* The two chains: a 0 ms timer restarted from its own callback, and a
+ * -ECANCELED callback that starts and cancels its timer again. */
+BACKEND_TEST(core_attack, timer_chains_for_ever_let_a_read_in)
 {
 	timer_chain_lets_io_through(tp, true);
-}
-
-BACKEND_TEST(core_attack, cancel_callback_cancelling_again_lets_a_read_in)
-{
 	timer_chain_lets_io_through(tp, false);
 }
 
@@ -471,7 +466,7 @@ static void herd_cb(rl_timer *t, int status)
 	}
 }
 
-BACKEND_TEST(core_attack, equal_deadlines_cancel_and_restart_each_other)
+static void equal_deadlines_cancel_and_restart_each_other(const struct tp *tp)
 {
 	struct herd h = { 0 };
 	int n = scaled(4000, 400), evens = 0, odd_seen = 0, k;
@@ -565,7 +560,7 @@ static void stall_cb(rl_timer *t, int status)
 	sleep_ms(50);
 }
 
-BACKEND_TEST(core_attack, stalled_loop_runs_due_timers_once_in_order)
+static void stalled_loop_runs_due_timers_once_in_order(const struct tp *tp)
 {
 	struct stall s = { 0 };
 	/* Deadlines in ms, some equal, all within the stall. */
@@ -605,6 +600,12 @@ BACKEND_TEST(core_attack, stalled_loop_runs_due_timers_once_in_order)
 			"the repeating timer fired twice within %llu ms",
 			(unsigned long long)(s.rep_now[i] - s.rep_now[i - 1]));
 	tclose(loop);
+}
+
+CORE_TEST(core_attack, equal_and_stalled_deadlines)
+{
+	equal_deadlines_cancel_and_restart_each_other(tp);
+	stalled_loop_runs_due_timers_once_in_order(tp);
 }
 
 /* ------------------------------------------------- posts and the sleep */
@@ -718,13 +719,10 @@ static void post_flood(const struct tp *tp, int64_t spin_ns)
 	tclose(loop);
 }
 
-BACKEND_TEST(core_attack, post_flood_across_run_modes, .timeout = 240)
+/* Without the idle poll, then with it. */
+CORE_TEST(core_attack, post_flood_across_run_modes)
 {
 	post_flood(tp, -1);
-}
-
-BACKEND_TEST(core_attack, post_flood_across_run_modes_idle_poll, .timeout = 240)
-{
 	post_flood(tp, 200000);
 }
 
@@ -879,19 +877,16 @@ static void fifo_reader_goes(const struct tp *tp, enum rl_run_mode mode,
 	tclose(loop);
 }
 
-BACKEND_TEST(core_attack, fifo_reader_goes_after_run_once)
+/* RL_RUN_ONCE, RL_RUN_NOWAIT, rl_stop(); then more files than the SQ
+ * has entries (below). */
+static void more_lingering_files_than_sq_entries(const struct tp *tp);
+
+BACKEND_TEST(core_attack, fifo_reader_goes_when_rl_run_returns)
 {
 	fifo_reader_goes(tp, RL_RUN_ONCE, false);
-}
-
-BACKEND_TEST(core_attack, fifo_reader_goes_after_run_nowait)
-{
 	fifo_reader_goes(tp, RL_RUN_NOWAIT, false);
-}
-
-BACKEND_TEST(core_attack, fifo_reader_goes_after_stop)
-{
 	fifo_reader_goes(tp, RL_RUN_DEFAULT, true);
+	more_lingering_files_than_sq_entries(tp);
 }
 
 /*
@@ -1094,7 +1089,8 @@ static void morph_cb(rl_req *req)
 		     0);
 }
 
-BACKEND_TEST(core_attack, lingering_file_replaced_renamed_truncated_unlinked)
+static void
+lingering_file_replaced_renamed_truncated_unlinked(const struct tp *tp)
 {
 	struct morph m = { 0 };
 	int fd;
@@ -1141,12 +1137,12 @@ static void fork_cb(rl_req *req)
 	*pid = fork();
 	cr_assert_geq(*pid, 0);
 	if (*pid == 0) {
-		sleep_ms(500);
+		sleep_ms(200);
 		_exit(0);
 	}
 }
 
-BACKEND_TEST(core_attack, fork_while_a_file_lingers)
+static void fork_while_a_file_lingers(const struct tp *tp)
 {
 	char buf[16];
 	const char *fifo = spath("forkfifo");
@@ -1184,6 +1180,12 @@ BACKEND_TEST(core_attack, fork_while_a_file_lingers)
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	alarm(0);
 	tclose(loop);
+}
+
+BACKEND_TEST(core_attack, lingering_files_changed_under_them_and_forked)
+{
+	lingering_file_replaced_renamed_truncated_unlinked(tp);
+	fork_while_a_file_lingers(tp);
 }
 
 /* --------------------------------------------------- adaptive submission */
@@ -1268,23 +1270,12 @@ static void alternate_bursts(const struct tp *tp, unsigned submit_batch)
 	tclose(loop);
 }
 
-BACKEND_TEST(core_attack, adaptive_submission_flipping)
+/* The adaptive default, then submit_batch 1, 4 and huge. */
+BACKEND_TEST(core_attack, adaptive_submission_flipping_and_fixed_batches)
 {
 	alternate_bursts(tp, 0);
-}
-
-BACKEND_TEST(core_attack, submit_batch_one)
-{
 	alternate_bursts(tp, 1);
-}
-
-BACKEND_TEST(core_attack, submit_batch_four)
-{
 	alternate_bursts(tp, 4);
-}
-
-BACKEND_TEST(core_attack, submit_batch_huge)
-{
 	alternate_bursts(tp, 1u << 30);
 }
 
@@ -1629,7 +1620,7 @@ done:
 		free(r->target.buf);
 }
 
-BACKEND_TEST(core_attack, cancel_from_a_callback_races_the_completion)
+static void cancel_from_a_callback_races_the_completion(const struct tp *tp)
 {
 	enum { SMALL = 200, BIG = 3 << 20 };
 	struct race r = { 0 };
@@ -1705,7 +1696,7 @@ BACKEND_TEST(core_attack, cancel_from_a_callback_races_the_completion)
  * a timer, a write to one of the pipes, which completes one of the
  * reads; then the rest are cancelled.
  */
-BACKEND_TEST(core_attack, idle_reads_do_not_hold_the_cq_budget)
+static void idle_reads_do_not_hold_the_cq_budget(const struct tp *tp)
 {
 	enum { IDLE = 24, FILES = 40 };
 	struct rl_options opt;
@@ -1804,7 +1795,8 @@ static void rearm_cb(rl_timer *t, int status)
 	}
 }
 
-BACKEND_TEST(core_attack, repeating_timer_restarts_itself_from_its_callback)
+static void
+repeating_timer_restarts_itself_from_its_callback(const struct tp *tp)
 {
 	struct rearm r = { 0 };
 	rl_timer t;
@@ -1852,7 +1844,7 @@ static void owed_cb(rl_timer *t, int status)
 	}
 }
 
-BACKEND_TEST(core_attack, cancelled_callbacks_stop_and_cancel_others)
+static void cancelled_callbacks_stop_and_cancel_others(const struct tp *tp)
 {
 	struct owed o = { 0 };
 	rl_loop *loop = tloop(tp);
@@ -1872,6 +1864,12 @@ BACKEND_TEST(core_attack, cancelled_callbacks_stop_and_cancel_others)
 	cr_assert_eq(o.calls[1], 0, "a stopped timer got its callback");
 	cr_assert_eq(o.calls[2], 1);
 	tclose(loop);
+}
+
+CORE_TEST(core_attack, timer_callbacks_restarting_stopping_cancelling)
+{
+	repeating_timer_restarts_itself_from_its_callback(tp);
+	cancelled_callbacks_stop_and_cancel_others(tp);
 }
 
 /*
@@ -1905,7 +1903,8 @@ static void ovf_first_cb(rl_req *req)
 	}
 }
 
-BACKEND_TEST(core_attack, stretched_budget_overflows_the_cq_losing_nothing)
+static void
+stretched_budget_overflows_the_cq_losing_nothing(const struct tp *tp)
 {
 	enum { IDLE = 40, FILES = 60 };
 	struct rl_options opt;
@@ -1984,7 +1983,7 @@ BACKEND_TEST(core_attack, stretched_budget_overflows_the_cq_losing_nothing)
  * -ECANCELED (the read_files may have finished first), and nothing
  * lingers or leaks.
  */
-BACKEND_TEST(core_attack, close_with_the_cq_budget_stretched)
+static void close_with_the_cq_budget_stretched(const struct tp *tp)
 {
 	enum { IDLE = 32, FILES = 30 };
 	struct rl_options opt;
@@ -2043,6 +2042,15 @@ BACKEND_TEST(core_attack, close_with_the_cq_budget_stretched)
 	}
 	cr_assert_eq(tfd_count(), base, "fds leaked: %d, %d at start",
 		     tfd_count(), base);
+}
+
+/* Idle reads filling the CQ budget; then the stretched budget
+ * overflowing the CQ; then the loop closed with it stretched. */
+BACKEND_TEST(core_attack, idle_reads_and_the_cq_budget)
+{
+	idle_reads_do_not_hold_the_cq_budget(tp);
+	stretched_budget_overflows_the_cq_losing_nothing(tp);
+	close_with_the_cq_budget_stretched(tp);
 }
 
 /*
@@ -2237,7 +2245,7 @@ static void closing_cancelled_cb(rl_req *req)
 				       c->lbuf, sizeof(c->lbuf), 0, tseen_cb);
 }
 
-BACKEND_TEST(core_attack, run_while_the_loop_closes)
+static void run_while_the_loop_closes(const struct tp *tp)
 {
 	struct closing c = { 0 };
 	char rbuf[8];
@@ -2277,12 +2285,20 @@ BACKEND_TEST(core_attack, run_while_the_loop_closes)
 	close(p[1]);
 }
 
+/* rl_run() nested in a callback of its own loop and of another one, and
+ * while the loop closes. */
+BACKEND_TEST(core_attack, run_nested_and_while_closing)
+{
+	run_inside_a_callback_is_ebusy_another_loop_runs(tp);
+	run_while_the_loop_closes(tp);
+}
+
 /*
  * More files linger than the SQ has entries (6 FIFOs read by read_file,
  * an SQ of 4): when rl_run() returns, every one of them must be closed,
  * not only those whose close found room in the SQ.
  */
-BACKEND_TEST(core_attack, more_lingering_files_than_sq_entries)
+static void more_lingering_files_than_sq_entries(const struct tp *tp)
 {
 	enum { N = 6 };
 	struct rl_options opt;
@@ -2341,4 +2357,88 @@ BACKEND_TEST(core_attack, more_lingering_files_than_sq_entries)
 	trun(loop);
 	alarm(0);
 	tclose(loop);
+}
+
+/*
+ * A timer cancelled from a request's callback in the batch where it falls
+ * due: timers run before the batch's request callbacks, so the one-shot
+ * has fired (status 0) and the cancel says -ENOENT, or it was not due yet
+ * and gets one -ECANCELED callback. Either way exactly one callback; a
+ * repeating one fires and then ends with its -ECANCELED.
+ */
+struct tcrace {
+	rl_loop *loop;
+	rl_timer t;
+	int fired, cancelled, cancel_ret;
+};
+
+static void tcrace_timer_cb(rl_timer *t, int status)
+{
+	struct tcrace *r = t->data;
+
+	if (status == 0)
+		r->fired++;
+	else if (status == -ECANCELED)
+		r->cancelled++;
+}
+
+static void tcrace_req_cb(rl_req *req)
+{
+	struct tcrace *r = req->data;
+
+	r->cancel_ret = rl_timer_cancel(r->loop, &r->t);
+}
+
+static void timer_cancelled_from_a_completion_in_its_batch(const struct tp *tp)
+{
+	struct tcrace r = { 0 };
+	const char *path = tfile("tcrace", 10);
+	int rounds = scaled(200, 20), fired_total = 0;
+	char buf[16];
+	rl_req req;
+	rl_loop *loop = tloop(tp);
+
+	r.loop = loop;
+	for (int i = 0; i < rounds; i++) {
+		bool repeat = i % 4 == 3;
+
+		r.fired = r.cancelled = 0;
+		r.cancel_ret = 1;
+		rl_timer_init(&r.t);
+		r.t.data = &r;
+		rl_req_init(&req);
+		req.data = &r;
+		cr_assert_eq(rl_timer_start(loop, &r.t, (unsigned)(i % 3),
+					    repeat ? 1 : 0, tcrace_timer_cb),
+			     0);
+		cr_assert_eq(rl_fs_read_file(loop, &req, path, buf, sizeof(buf),
+					     0, tcrace_req_cb),
+			     0);
+		if (i % 2)
+			tspin_us((unsigned)(i % 7) * 150);
+		trun(loop);
+		if (repeat) {
+			cr_assert_eq(r.cancel_ret, 0);
+			cr_assert_eq(r.cancelled, 1);
+		} else if (r.cancel_ret == 0) {
+			cr_assert_eq(r.fired, 0);
+			cr_assert_eq(r.cancelled, 1);
+		} else {
+			cr_assert_eq(r.cancel_ret, -ENOENT);
+			cr_assert_eq(r.fired, 1);
+			cr_assert_eq(r.cancelled, 0);
+		}
+		fired_total += r.fired;
+		cr_assert_eq(rl_timer_stop(loop, &r.t), -ENOENT);
+	}
+	(void)fired_total;
+	tclose(loop);
+}
+
+/* Cancels from callbacks against completions: the file requests, then a
+ * timer. */
+BACKEND_TEST(core_attack, cancels_race_completions)
+{
+	cancel_from_a_callback_races_the_completion(tp);
+	timer_cancelled_from_a_completion_in_its_batch(tp);
 }
