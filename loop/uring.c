@@ -597,12 +597,14 @@ void rl__uring_linger_slot(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	rl__uring_release_slot(loop, u, req);
 }
 
-/* Closes the files lingering in free slots, as many as the CQ budget
- * takes now; each slot leaves the free list until its close's CQE, so no
- * open can take it before the close has run. A full SQ is submitted to
- * make room: more files may linger than the SQ has entries, and a file
- * left open here stays open while the loop sleeps or after rl_run() has
- * returned (uring_leave()). */
+/* Closes the files lingering in free slots; each slot leaves the free
+ * list until its close's CQE, so no open can take it before the close has
+ * run. A file left open here stays open while the loop sleeps or after
+ * rl_run() has returned (uring_leave()), so nothing holds a close back: a
+ * full SQ is submitted to make room (more files may linger than the SQ
+ * has entries), and the CQ budget is not asked (requests waiting for ever
+ * may hold all of it, see unstick_cq()): a close's CQE that finds the CQ
+ * full waits in the kernel's overflow list, one per slot at most. */
 static void close_lingering(rl_loop *loop, struct rl__uring *u)
 {
 	unsigned i, n = 0;
@@ -611,8 +613,7 @@ static void close_lingering(rl_loop *loop, struct rl__uring *u)
 		int32_t slot = u->free_slots[i];
 		struct io_uring_sqe *sqe = NULL;
 
-		if (u->slot_file[slot] &&
-		    u->cq_owed < u->cq_budget + u->cq_stretch)
+		if (u->slot_file[slot])
 			sqe = get_sqe(loop, u);
 		if (!sqe) {
 			u->free_slots[n++] = slot;
@@ -714,8 +715,8 @@ static bool over_budget(struct rl__uring *u, rl_req *req)
  * after them would wait with them, for ever: a server with as many idle
  * connections as the budget (4088 CQEs on the default ring) would stop
  * serving. So when the budget stays full for CQ_STUCK_NS, nothing pushed
- * and nothing reaped, while requests (or the close of a lingering file)
- * wait for it, what is in flight then stops counting against it: the
+ * and nothing reaped, while requests wait for it, what is in flight
+ * then stops counting against it: the
  * budget stretches by what is owed. Should those requests complete
  * together later, with the CQ full of others, the CQEs that do not fit
  * wait in the kernel's overflow list (IORING_FEAT_NODROP, 5.5): none is
@@ -730,8 +731,7 @@ static int64_t unstick_cq(rl_loop *loop, struct rl__uring *u,
 
 	if (u->closing)
 		return timeout_ns;
-	if (!(head && over_budget(u, head)) &&
-	    !(u->nlinger && u->cq_owed >= u->cq_budget + u->cq_stretch))
+	if (!head || !over_budget(u, head))
 		return timeout_ns;
 	age = loop->now_ns - u->cq_moved_ns;
 	if (age < CQ_STUCK_NS) {

@@ -880,6 +880,7 @@ static void fifo_reader_goes(const struct tp *tp, enum rl_run_mode mode,
 /* RL_RUN_ONCE, RL_RUN_NOWAIT, rl_stop(); then more files than the SQ
  * has entries (below). */
 static void more_lingering_files_than_sq_entries(const struct tp *tp);
+static void fifo_closed_with_the_cq_budget_full(const struct tp *tp);
 
 BACKEND_TEST(core_attack, fifo_reader_goes_when_rl_run_returns)
 {
@@ -887,6 +888,7 @@ BACKEND_TEST(core_attack, fifo_reader_goes_when_rl_run_returns)
 	fifo_reader_goes(tp, RL_RUN_NOWAIT, false);
 	fifo_reader_goes(tp, RL_RUN_DEFAULT, true);
 	more_lingering_files_than_sq_entries(tp);
+	fifo_closed_with_the_cq_budget_full(tp);
 }
 
 /*
@@ -2441,4 +2443,84 @@ BACKEND_TEST(core_attack, cancels_race_completions)
 {
 	cancel_from_a_callback_races_the_completion(tp);
 	timer_cancelled_from_a_completion_in_its_batch(tp);
+}
+
+/*
+ * A FIFO's read_file ends while idle reads hold the whole CQ budget
+ * (submitted from its callback): its file must still be closed when
+ * rl_run() returns, budget or not.
+ */
+struct full_budget {
+	rl_loop *loop;
+	struct one idle[3];
+	char ibuf[3][8];
+	int (*fds)[2];
+	int calls;
+};
+
+static void full_budget_cb(rl_req *req)
+{
+	struct full_budget *b = req->data;
+
+	b->calls++;
+	cr_assert_eq(req->result, 2);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rl_fs_read(b->loop, one_req(&b->idle[i]),
+					b->fds[5 + i][0], b->ibuf[i], 8, -1,
+					tseen_cb),
+			     0);
+}
+
+static void fifo_closed_with_the_cq_budget_full(const struct tp *tp)
+{
+	struct rl_options opt;
+	struct full_budget b = { 0 };
+	struct one idle[5];
+	char ibuf[5][8], buf[8];
+	int fds[8][2], wfd = -1;
+	const char *fifo = spath("budgetfifo");
+	rl_req req = { .data = &b };
+	rl_loop *loop;
+
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(pipe2(fds[i], O_CLOEXEC), 0);
+	rl_options_init(&opt);
+	opt.entries = 4;
+	opt.cq_entries = 16; /* a budget of 8 CQEs */
+	loop = tloop_opts(tp, &opt);
+	b.loop = loop;
+	b.fds = fds;
+	signal(SIGPIPE, SIG_IGN);
+	alarm(20);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(rl_fs_read(loop, one_req(&idle[i]), fds[i][0],
+					ibuf[i], 8, -1, tseen_cb),
+			     0);
+	cr_assert_eq(rl_fs_read_file(loop, &req, fifo, buf, sizeof(buf), 0,
+				     full_budget_cb),
+		     0);
+	while (wfd < 0) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (wfd < 0)
+			usleep(1000);
+	}
+	cr_assert_eq(write(wfd, "ok", 2), 2);
+	close(wfd);
+	while (!b.calls)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	cr_assert_eq(writer_errno(fifo), ENXIO,
+		     "the FIFO kept its reader: the CQ budget was full");
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(rl_cancel(loop, &idle[i].req), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rl_cancel(loop, &b.idle[i].req), 0);
+	trun(loop);
+	alarm(0);
+	tclose(loop);
+	for (int i = 0; i < 8; i++) {
+		close(fds[i][0]);
+		close(fds[i][1]);
+	}
 }
