@@ -115,7 +115,9 @@ struct rl_loop {
 	uint32_t heap_len, heap_cap;
 	uint64_t timer_seq;
 	struct rl_link cancelled; /* rl_timer, FIFO */
-	rl_timer *timer_firing;	  /* whose status 0 callback runs now */
+	/* The repeating timer whose status 0 callback runs now, until that
+	 * callback starts it again (rl_timer_start()). */
+	rl_timer *timer_firing;
 
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
 	unsigned nbufs;

@@ -103,11 +103,15 @@ int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 	/* Beyond ~584 years of nanoseconds the deadline would wrap. */
 	if (timeout_ms > RL_TIMEOUT_MAX_MS || repeat_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
-	/* A repeating timer is re-armed before its callback runs; a restart
-	 * from that callback, which ringloop.h allows, replaces the re-arm. */
-	if (timer->state == RL__TIMER_ACTIVE && timer == loop->timer_firing) {
-		heap_remove(loop, timer);
-		timer->state = RL__TIMER_IDLE;
+	/* A repeating timer is re-armed before its callback runs; the first
+	 * start from that callback, which ringloop.h allows, replaces the
+	 * re-arm. Any later one meets an active timer, as anywhere else. */
+	if (timer == loop->timer_firing) {
+		loop->timer_firing = NULL;
+		if (timer->state == RL__TIMER_ACTIVE) {
+			heap_remove(loop, timer);
+			timer->state = RL__TIMER_IDLE;
+		}
 	}
 	if (timer->state != RL__TIMER_IDLE)
 		return -EBUSY;
@@ -202,7 +206,7 @@ int rl__timers_run(rl_loop *loop)
 		} else {
 			t->state = RL__TIMER_IDLE;
 		}
-		loop->timer_firing = t;
+		loop->timer_firing = t->repeat_ns ? t : NULL;
 		t->cb(t, 0);
 		loop->timer_firing = NULL;
 		n++;

@@ -1782,7 +1782,7 @@ static void idle_reads_do_not_hold_the_cq_budget(const struct tp *tp)
  */
 struct rearm {
 	rl_loop *loop;
-	int calls, start_ret;
+	int calls, start_ret, again_ret;
 };
 
 static void rearm_cb(rl_timer *t, int status)
@@ -1794,6 +1794,8 @@ static void rearm_cb(rl_timer *t, int status)
 		r->start_ret = rl_timer_start(r->loop, t, 1, 0, rearm_cb);
 		if (r->start_ret < 0) /* fail now, not in 10 s */
 			rl_timer_stop(r->loop, t);
+		/* Started once from here, it is an active timer again. */
+		r->again_ret = rl_timer_start(r->loop, t, 1, 0, rearm_cb);
 	}
 }
 
@@ -1814,6 +1816,7 @@ repeating_timer_restarts_itself_from_its_callback(const struct tp *tp)
 	alarm(0);
 	cr_assert_eq(r.start_ret, 0, "restart from its callback: %d",
 		     r.start_ret);
+	cr_assert_eq(r.again_ret, -EBUSY);
 	cr_assert_eq(r.calls, 2);
 	cr_assert_eq(rl_timer_stop(loop, &t), -ENOENT);
 	tclose(loop);
