@@ -91,7 +91,8 @@ struct rl__uring {
 	 * that slot replaces it, which the kernel does without an SQE of its
 	 * own (an open into an occupied slot closes what was there, 5.18),
 	 * and the ones still lingering when the loop is about to sleep with
-	 * no other file work are closed then (flush_lingering() in uring.c). */
+	 * no other file work, or when rl_run() returns with none, are closed
+	 * then (flush_lingering() and uring_leave() in uring.c). */
 	uint8_t *slot_file;
 	unsigned nlinger;      /* free slots that hold a file */
 	unsigned nslot_closes; /* their closes in flight */
