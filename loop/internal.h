@@ -51,6 +51,9 @@ struct rl__backend {
 	 * -errno (-EEXIST: the ring belongs to another thread). NULL: any
 	 * thread may. */
 	int (*check_thread)(rl_loop *loop);
+	/* The same for rl_run(), which must fail before it runs anything:
+	 * cheap, as it is called at every rl_run(). NULL: any thread may. */
+	int (*check_run)(rl_loop *loop);
 	/* Takes an accepted request. It must finish later via rl__complete().
 	 * Never fails: what cannot go to the kernel now waits in a queue. */
 	void (*submit)(rl_loop *loop, rl_req *req);
@@ -84,6 +87,11 @@ struct rl__backend {
 	 * space for the next wait (the wake-ups ring() queued), without
 	 * waiting. NULL: the backend never keeps anything back. */
 	void (*flush)(rl_loop *loop);
+	/* On the loop's thread, when rl_run() returns without an error: lets
+	 * go of what the backend keeps only while the loop runs (files
+	 * lingering in io_uring slots), since nothing of the loop may run
+	 * again for a long time. NULL: nothing to let go of. */
+	void (*leave)(rl_loop *loop);
 };
 
 extern const struct rl__backend rl__backend_uring;
@@ -107,6 +115,9 @@ struct rl_loop {
 	uint32_t heap_len, heap_cap;
 	uint64_t timer_seq;
 	struct rl_link cancelled; /* rl_timer, FIFO */
+	/* The repeating timer whose status 0 callback runs now, until that
+	 * callback starts it again (rl_timer_start()). */
+	rl_timer *timer_firing;
 
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
 	unsigned nbufs;

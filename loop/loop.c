@@ -484,6 +484,11 @@ int rl_run(rl_loop *loop, enum rl_run_mode mode)
 	 * flushes on its own return. */
 	if (n != -EBUSY && loop)
 		rl__msg_flush(loop);
+	/* Returning is, for the loop, like going to sleep: the caller may
+	 * not run it again for a long time. Not after an error: on another
+	 * thread than the ring's (-EEXIST) the backend must not enter. */
+	if (n >= 0 && loop->backend->leave)
+		loop->backend->leave(loop);
 	return n;
 }
 
@@ -497,6 +502,15 @@ int rl__run(rl_loop *loop, enum rl_run_mode mode)
 		return -EINVAL;
 	if (loop->running)
 		return -EBUSY;
+	/* On another thread than the ring's, before any callback runs
+	 * there (timers due, ready requests): the loop is not
+	 * thread-safe. */
+	if (loop->backend->check_run) {
+		int err = loop->backend->check_run(loop);
+
+		if (err < 0)
+			return err;
+	}
 	loop->running = 1;
 	loop->stop = false;
 	rl__loop_current = loop;

@@ -103,6 +103,16 @@ int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 	/* Beyond ~584 years of nanoseconds the deadline would wrap. */
 	if (timeout_ms > RL_TIMEOUT_MAX_MS || repeat_ms > RL_TIMEOUT_MAX_MS)
 		return -EINVAL;
+	/* A repeating timer is re-armed before its callback runs; the first
+	 * start from that callback, which ringloop.h allows, replaces the
+	 * re-arm. Any later one meets an active timer, as anywhere else. */
+	if (timer == loop->timer_firing) {
+		loop->timer_firing = NULL;
+		if (timer->state == RL__TIMER_ACTIVE) {
+			heap_remove(loop, timer);
+			timer->state = RL__TIMER_IDLE;
+		}
+	}
 	if (timer->state != RL__TIMER_IDLE)
 		return -EBUSY;
 	timer->cb = cb;
@@ -164,11 +174,17 @@ int rl__timers_run(rl_loop *loop)
 	/* Timers started (or re-armed) during this pass wait for the next
 	 * one, so a callback restarting itself with 0 ms cannot spin here. */
 	uint64_t limit = loop->timer_seq;
-	struct rl_link *link;
+	struct rl_link *link, due;
 	int n = 0;
 
-	/* Cancelled timers first: their cancel happened before this batch. */
-	while ((link = rl__list_pop(&loop->cancelled))) {
+	/* Cancelled timers first: their cancel happened before this batch.
+	 * Only those: a timer cancelled by one of these callbacks (one that
+	 * restarts and cancels itself again, a retry written that way) waits
+	 * for the next pass, as a restarted timer does, or a chain of them
+	 * would keep the loop here for ever, away from its I/O. */
+	rl__list_init(&due);
+	rl__list_splice_tail(&due, &loop->cancelled);
+	while ((link = rl__list_pop(&due))) {
 		rl_timer *t = RL__CONTAINER(link, rl_timer, link);
 
 		t->state = RL__TIMER_IDLE;
@@ -190,7 +206,9 @@ int rl__timers_run(rl_loop *loop)
 		} else {
 			t->state = RL__TIMER_IDLE;
 		}
+		loop->timer_firing = t->repeat_ns ? t : NULL;
 		t->cb(t, 0);
+		loop->timer_firing = NULL;
 		n++;
 	}
 	return n;

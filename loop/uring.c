@@ -90,6 +90,10 @@
 /* How long no slot may come free, with requests waiting for one, before
  * those requests run on plain fds instead (see unstick_slots()). */
 #define SLOT_STUCK_NS 10000000u
+/* How long the CQ budget may stay full, nothing pushed or reaped, with
+ * requests waiting for it, before what is in flight stops counting
+ * against it (see unstick_cq()). */
+#define CQ_STUCK_NS 10000000u
 /* Adaptive submission (see learn()): an enter submitting fewer SQEs than
  * LEARN_MIN teaches nothing; at ASYNC_EAGER the loop submits every
  * EAGER_BATCH SQEs as they come. */
@@ -285,6 +289,7 @@ static int ring_start(rl_loop *loop, struct rl__uring *u)
 		if (ret < 0)
 			return ret;
 		u->disabled = false;
+		u->issuer = pthread_self();
 	}
 	if (u->register_ring) {
 		ret = io_uring_register_ring_fd(&u->ring);
@@ -486,7 +491,7 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 					     : rl__uring_fs_need(u, req);
 	unsigned owed = need.multishot ? 0 : need.sqes;
 
-	if (u->cq_owed + owed > u->cq_budget)
+	if (u->cq_owed + owed > u->cq_budget + u->cq_stretch)
 		return false;
 	if (need.slot && !u->nfree)
 		return false;
@@ -498,6 +503,7 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	if (need.slot)
 		rl__ur(req)->slot = take_slot(loop, u);
 	u->cq_owed += owed;
+	u->cq_moved_ns = loop->now_ns;
 	u->pushed_since_cancel_all = true;
 	if (rl__op_is_net(req->op))
 		rl__uring_net_prep(loop, u, req);
@@ -602,10 +608,15 @@ void rl__uring_linger_slot(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	rl__uring_release_slot(loop, u, req);
 }
 
-/* Closes the files lingering in free slots, as many as the SQ and the CQ
- * budget take now; each slot leaves the free list until its close's CQE,
- * so no open can take it before the close has run. */
-static void close_lingering(struct rl__uring *u)
+/* Closes the files lingering in free slots; each slot leaves the free
+ * list until its close's CQE, so no open can take it before the close has
+ * run. A file left open here stays open while the loop sleeps or after
+ * rl_run() has returned (uring_leave()), so nothing holds a close back: a
+ * full SQ is submitted to make room (more files may linger than the SQ
+ * has entries), and the CQ budget is not asked (requests waiting for ever
+ * may hold all of it, see unstick_cq()): a close's CQE that finds the CQ
+ * full waits in the kernel's overflow list, one per slot at most. */
+static void close_lingering(rl_loop *loop, struct rl__uring *u)
 {
 	unsigned i, n = 0;
 
@@ -613,8 +624,8 @@ static void close_lingering(struct rl__uring *u)
 		int32_t slot = u->free_slots[i];
 		struct io_uring_sqe *sqe = NULL;
 
-		if (u->slot_file[slot] && u->cq_owed < u->cq_budget)
-			sqe = io_uring_get_sqe(&u->ring);
+		if (u->slot_file[slot])
+			sqe = get_sqe(loop, u);
 		if (!sqe) {
 			u->free_slots[n++] = slot;
 			continue;
@@ -647,7 +658,7 @@ static int64_t flush_lingering(rl_loop *loop, struct rl__uring *u,
 	age = loop->now_ns - u->linger_since;
 	idle = u->nfree + u->nslot_closes == u->nslots;
 	if (u->closing || age >= LINGER_NS || (idle && timeout_ns != 0)) {
-		close_lingering(u);
+		close_lingering(loop, u);
 		return timeout_ns;
 	}
 	if (timeout_ns < 0 || (uint64_t)timeout_ns > LINGER_NS - age)
@@ -694,6 +705,56 @@ static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 	}
 	push_pending(loop, u);
 	return timeout_ns;
+}
+
+/* Whether req's CQEs do not fit in the CQ budget now. */
+static bool over_budget(struct rl__uring *u, rl_req *req)
+{
+	struct rl__uring_need need = rl__op_is_net(req->op)
+					     ? rl__uring_net_need(u, req)
+					     : rl__uring_fs_need(u, req);
+	unsigned owed = need.multishot ? 0 : need.sqes;
+
+	return u->cq_owed + owed > u->cq_budget + u->cq_stretch;
+}
+
+/*
+ * The CQ budget keeps what the loop may be owed within the CQ, but a
+ * request that waits for an event that may never come (a read of a pipe
+ * or a socket nobody writes to, a FIFO's open) holds its share of it as
+ * long as it waits. Enough of them hold all of it, and every request
+ * after them would wait with them, for ever: a server with as many idle
+ * connections as the budget (4088 CQEs on the default ring) would stop
+ * serving. So when the budget stays full for CQ_STUCK_NS, nothing pushed
+ * and nothing reaped, while requests wait for it, what is in flight
+ * then stops counting against it: the
+ * budget stretches by what is owed. Should those requests complete
+ * together later, with the CQ full of others, the CQEs that do not fit
+ * wait in the kernel's overflow list (IORING_FEAT_NODROP, 5.5): none is
+ * lost. The stretch shrinks back as what is owed falls (reap()). Until
+ * then, a sleep lasts no longer than that.
+ */
+static int64_t unstick_cq(rl_loop *loop, struct rl__uring *u,
+			  int64_t timeout_ns)
+{
+	rl_req *head = u->cont.head ? u->cont.head : u->pending.head;
+	uint64_t age;
+
+	if (u->closing)
+		return timeout_ns;
+	if (!head || !over_budget(u, head))
+		return timeout_ns;
+	age = loop->now_ns - u->cq_moved_ns;
+	if (age < CQ_STUCK_NS) {
+		if (timeout_ns < 0 || (uint64_t)timeout_ns > CQ_STUCK_NS - age)
+			timeout_ns = (int64_t)(CQ_STUCK_NS - age);
+		return timeout_ns;
+	}
+	u->cq_stretch = u->cq_owed;
+	u->cq_moved_ns = loop->now_ns;
+	push_pending(loop, u);
+	/* What still waits (more idle reads) bounds the sleep again. */
+	return unstick_cq(loop, u, timeout_ns);
 }
 
 /* Drops the cancels still queued for req: its next life must not meet
@@ -783,6 +844,12 @@ static int reap(rl_loop *loop, struct rl__uring *u)
 	/* A closing loop that makes progress needs no new cancel pass. */
 	if (u->closing && total)
 		u->cancel_all_ns = rl__clock_ns();
+	if (total) {
+		u->cq_moved_ns = loop->now_ns;
+		/* The stretch covers only what is still owed (unstick_cq()). */
+		if (u->cq_stretch > u->cq_owed)
+			u->cq_stretch = u->cq_owed;
+	}
 	return total;
 }
 
@@ -830,6 +897,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	if (!io_uring_cq_ready(&u->ring))
 		timeout_ns = flush_lingering(loop, u, timeout_ns);
 	timeout_ns = unstick_slots(loop, u, timeout_ns);
+	timeout_ns = unstick_cq(loop, u, timeout_ns);
 	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
 		/* Cancels that still found no room may be all that can end
 		 * what fills the SQ (reads of pipes nobody writes to): never
@@ -1006,7 +1074,7 @@ static void cancel_all(rl_loop *loop, struct rl__uring *u)
 	rl_req *req;
 
 	u->closing = true;
-	close_lingering(u);
+	close_lingering(loop, u);
 	rl__uring_fs_closing(u);
 	rl__uring_net_closing(loop, u);
 	while ((req = rl__fifo_pop(&u->pending))) {
@@ -1066,6 +1134,27 @@ static void uring_flush(rl_loop *loop)
 	flush_sq(loop, rl__u(loop));
 }
 
+/*
+ * rl_run() returns. Files still lingering in slots with no slot in use
+ * would stay open until the caller runs the loop again, which may be
+ * never, or much later than LINGER_NS: a FIFO's reader that stays open
+ * takes a new writer's data, which nobody will read. flush_lingering()
+ * closes them when the loop is about to sleep with no slot in use; a
+ * return from rl_run() (RL_RUN_ONCE, RL_RUN_NOWAIT, rl_stop()) is such a
+ * sleep as far as the files can tell, so they are closed now, and the
+ * closes go to the kernel at once. A burst in flight (a slot in use)
+ * keeps them for its next opens, as at a wait.
+ */
+static void uring_leave(rl_loop *loop)
+{
+	struct rl__uring *u = rl__u(loop);
+
+	if (!u->nlinger || u->nfree + u->nslot_closes != u->nslots)
+		return;
+	close_lingering(loop, u);
+	flush_sq(loop, u);
+}
+
 static void uring_wake(rl_loop *loop)
 {
 	struct rl__uring *u = rl__u(loop);
@@ -1095,6 +1184,28 @@ static int uring_check_thread(rl_loop *loop)
 	ret = io_uring_register_iowq_max_workers(&u->ring, vals);
 	loop->stats.syscalls++;
 	return ret == -EEXIST ? ret : 0;
+}
+
+/*
+ * rl_run() on another thread than the ring's issuer fails with -EEXIST
+ * (ringloop.h), and must do so before it runs a callback there, which an
+ * enter's refusal would only tell after the first batch. The issuer is
+ * known from ring_start(); only a thread that is not it asks the kernel,
+ * which has the last word. (A thread that got the pthread_t of an issuer
+ * that exited passes here, and its first enter then fails.)
+ */
+static int uring_check_run(rl_loop *loop)
+{
+	struct rl__uring *u = rl__u(loop);
+	int ret;
+
+	if (!u->single_issuer || u->disabled ||
+	    pthread_equal(u->issuer, pthread_self()))
+		return 0;
+	ret = uring_check_thread(loop);
+	if (ret == 0)
+		u->issuer = pthread_self();
+	return ret;
 }
 
 static void uring_destroy(rl_loop *loop)
@@ -1158,11 +1269,13 @@ const struct rl__backend rl__backend_uring = {
 	.init = uring_init,
 	.destroy = uring_destroy,
 	.check_thread = uring_check_thread,
+	.check_run = uring_check_run,
 	.submit = uring_submit,
 	.cancel = uring_cancel,
 	.wait = uring_wait,
 	.wake = uring_wake,
 	.flush = uring_flush,
+	.leave = uring_leave,
 	.register_buffers = rl__uring_register_buffers,
 	.net_setup = rl__uring_net_setup,
 	.net_bufs_back = rl__uring_net_bufs_back,

@@ -12,6 +12,7 @@
 #define RINGLOOP_URING_H
 
 #include <liburing.h>
+#include <pthread.h>
 
 #include "internal.h"
 
@@ -64,6 +65,7 @@ struct rl__uring {
 	 * thread that enables it, the first that enters it (ring_start() in
 	 * uring.c). */
 	bool single_issuer;
+	pthread_t issuer;	/* ... that thread, once the ring is enabled */
 	bool defer_taskrun;	/* completions are posted only by our enters */
 	unsigned last_reaped;	/* CQEs the last wait reaped */
 	uint64_t last_enter_ns; /* loop->now_ns at the last enter */
@@ -89,7 +91,8 @@ struct rl__uring {
 	 * that slot replaces it, which the kernel does without an SQE of its
 	 * own (an open into an occupied slot closes what was there, 5.18),
 	 * and the ones still lingering when the loop is about to sleep with
-	 * no other file work are closed then (flush_lingering() in uring.c). */
+	 * no other file work, or when rl_run() returns with none, are closed
+	 * then (flush_lingering() and uring_leave() in uring.c). */
 	uint8_t *slot_file;
 	unsigned nlinger;      /* free slots that hold a file */
 	unsigned nslot_closes; /* their closes in flight */
@@ -98,6 +101,11 @@ struct rl__uring {
 	uint64_t slots_moved_ns;
 	unsigned cq_budget; /* CQEs we may be owed at once */
 	unsigned cq_owed;
+	/* CQEs owed by requests that stopped counting against the budget
+	 * because nothing moved for CQ_STUCK_NS (unstick_cq() in uring.c),
+	 * and the loop time the budget last moved (a push or a reap). */
+	unsigned cq_stretch;
+	uint64_t cq_moved_ns;
 	/* Cancels that found no room in the SQ: their targets, sent before
 	 * anything else as soon as there is room. cancel_any: the loop's
 	 * close asked the kernel to drop everything. */

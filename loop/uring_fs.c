@@ -27,7 +27,7 @@
  *    closes it, as an open into an occupied slot does, so a read_file in
  *    a stream of them costs three SQEs (open, read, probe) and two CQEs,
  *    no close of its own. Files still lingering when the loop is about
- *    to sleep are closed then (uring.c).
+ *    to sleep, or when rl_run() returns, are closed then (uring.c).
  *  - IOSQE_CQE_SKIP_SUCCESS (5.17) on the open: its CQE exists only when
  *    it fails, and then the kernel posts no CQE for the linked read and
  *    probe it cancelled, so that CQE ends the chain.

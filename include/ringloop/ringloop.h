@@ -141,7 +141,12 @@ struct rl_options {
 	 * the kernel cannot allocate the default ring (ENOMEM), smaller
 	 * ones are tried, down to 16 entries. */
 	unsigned entries;
-	unsigned cq_entries; /* io_uring CQ entries; 0 = 16 * entries */
+	/* io_uring CQ entries; 0 = 16 * entries. The loop keeps what it may
+	 * be owed within the CQ, but requests that wait for ever (reads of
+	 * idle pipes and sockets) stop counting after 10 ms with nothing
+	 * moving, so they never hold up the rest (CQ_STUCK_NS in
+	 * loop/uring.c). */
+	unsigned cq_entries;
 	/* io_uring: the direct descriptor table; 0 = 1024, at most
 	 * RLIMIT_NOFILE. A read_file or write_file holds a slot from its
 	 * open to its close, and waits in the loop while none is free.
@@ -688,7 +693,8 @@ typedef void (*rl_timer_cb)(rl_timer *timer, int status);
 /*
  * A timer: the callback runs with status 0 when it fires, every repeat_ms
  * again when repeat_ms > 0, and once with -ECANCELED when cancelled. It may
- * restart or cancel itself from its callback.
+ * restart or cancel itself from its callback (a repeating one too: the
+ * restart replaces its next period).
  */
 struct rl_timer {
 	void *data;
