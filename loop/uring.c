@@ -68,8 +68,9 @@
 
 #define BATCH	 256
 #define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
-/* DEFER_TASKRUN: a wait that reaped this many CQEs suggests the kernel
- * stopped short of its pending task work (see get_events_batch()). */
+/* DEFER_TASKRUN: a wait that reaped this many CQEs, or an enter that
+ * posted as many, suggests the kernel stopped short of its pending task
+ * work (see get_events_batch()). */
 #define DEFER_BUSY 16
 /* DEFER_TASKRUN: at most this many enters in a row to run task work
  * (see get_events_batch()); with the kernel's 20 items per pass, enough
@@ -347,29 +348,40 @@ static bool poll_needs_enter(const rl_loop *loop, struct rl__uring *u)
  * arms an hrtimer and goes through the scheduler before it returns -ETIME
  * (io_cqring_wait()), which is dear on a VM, where programming the timer
  * exits to the host; a disk's completions never reach such a batch. So
- * the loop asks for none (no timer, never a sleep) and enters again while
- * the kernel says that task work waits (IORING_SQ_TASKRUN, set up with
- * IORING_SETUP_TASKRUN_FLAG) or, when progress is true, while the last
- * enter still posted completions, at most max_rounds times: the rest is
- * run by the loop's next wait.
+ * the loop asks for none (no timer, never a sleep) and enters again, at
+ * most max_rounds times (the rest is run by the loop's next wait):
+ *
+ *  - busy 0: while the last enter still posted completions or the kernel
+ *    says that task work waits (IORING_SQ_TASKRUN, set up with
+ *    IORING_SETUP_TASKRUN_FLAG);
+ *  - busy > 0: only while the kernel says task work waits and the last
+ *    enter posted at least busy completions, i.e. ran about a full pass
+ *    of the task work that was queued at once. Completions that trickle
+ *    in from io-wq workers or a device set the flag too, one or two at a
+ *    time; entering for each of them would cost a syscall per request.
  */
 static int get_events_batch(rl_loop *loop, struct rl__uring *u,
-			    unsigned max_rounds, bool progress)
+			    unsigned max_rounds, unsigned busy)
 {
-	unsigned rounds = 0, before;
+	unsigned rounds = 0, before, posted;
+	bool taskrun;
 	int ret, submitted = 0;
 
-	do {
+	for (;;) {
 		before = io_uring_cq_ready(&u->ring);
 		count_submit(loop, u, true);
 		ret = io_uring_submit_and_get_events(&u->ring);
 		if (ret < 0)
 			return submitted ? submitted : ret;
 		submitted += ret;
-	} while (
-		++rounds < max_rounds &&
-		((progress && io_uring_cq_ready(&u->ring) != before) ||
-		 (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_TASKRUN)));
+		if (++rounds >= max_rounds)
+			break;
+		posted = io_uring_cq_ready(&u->ring) - before;
+		taskrun = IO_URING_READ_ONCE(*u->ring.sq.kflags) &
+			  IORING_SQ_TASKRUN;
+		if (busy ? !(taskrun && posted >= busy) : !(posted || taskrun))
+			break;
+	}
 	return submitted;
 }
 
@@ -435,11 +447,12 @@ static int flush_sq(rl_loop *loop, struct rl__uring *u)
 		 * done in the kernel until the loop's next wait, and the
 		 * kernel's cost per read grows with that backlog (its lists
 		 * walked, its requests and files cold in the cache; see
-		 * docs/experiments.md). More enters only while the kernel
-		 * says task work waits: requests that completed inline (a
-		 * small submit_batch of cached reads) or went to a device
-		 * leave none, and cost one enter as before. */
-		ret = get_events_batch(loop, u, TW_ROUNDS, false);
+		 * docs/experiments.md). More enters only while they run
+		 * full passes of task work: requests that completed inline
+		 * (a small submit_batch of cached reads), went to a device
+		 * or to io-wq leave none, or let it trickle in, and cost
+		 * one enter as before. */
+		ret = get_events_batch(loop, u, TW_ROUNDS, DEFER_BUSY);
 	} else if (ret == 0) {
 		count_submit(loop, u, false);
 		ret = io_uring_submit(&u->ring);
@@ -940,7 +953,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	 * decides to sleep. */
 	if (u->defer_taskrun && u->last_reaped >= DEFER_BUSY && !entered &&
 	    timeout_ns != 0 && !io_uring_cq_ready(&u->ring)) {
-		ret = get_events_batch(loop, u, TW_ROUNDS, true);
+		ret = get_events_batch(loop, u, TW_ROUNDS, 0);
 		if (ret < 0 && ret != -EBUSY && ret != -EINTR && ret != -EAGAIN)
 			return ret;
 		entered = true;
