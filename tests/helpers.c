@@ -64,6 +64,18 @@ static const struct tp core_backends[] = {
 #endif
 };
 
+/* tp->name points into the memory of the runner that made the parameter
+ * array, not of the process that runs the test: the name is found again
+ * from the configuration's backend and flags, in this process's table. */
+const char *tp_name(const struct tp *tp)
+{
+	for (size_t i = 0; i < N_BACKENDS; i++)
+		if (backends[i].backend == tp->backend &&
+		    backends[i].flags == tp->flags)
+			return backends[i].name;
+	return tp->backend == RL_BACKEND_URING ? "uring" : "epoll";
+}
+
 struct criterion_test_params tp_core(void)
 {
 	return cr_make_param_array(struct tp, (struct tp *)core_backends,
@@ -115,7 +127,7 @@ rl_loop *tloop_opts(const struct tp *tp, struct rl_options *opt)
 	if (fd_baseline < 0)
 		fd_baseline = tfd_count();
 	ret = rl_loop_open(&loop, opt);
-	cr_assert_eq(ret, 0, "rl_loop_open(%s): %s", tp->name,
+	cr_assert_eq(ret, 0, "rl_loop_open(%s): %s", tp_name(tp),
 		     rl_strerror(ret));
 	cr_assert_str_eq(rl_loop_backend(loop),
 			 tp->backend == RL_BACKEND_URING ? "uring" : "epoll");

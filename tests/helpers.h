@@ -25,6 +25,9 @@ struct tp {
 
 /* The backend configurations every behaviour test runs on. */
 struct criterion_test_params tp_backends(void);
+/* The configuration's name ("uring", "epoll-pool", ...); never tp->name,
+ * which is only valid in the runner. */
+const char *tp_name(const struct tp *tp);
 
 #define BACKEND_TEST(suite, name, ...)           \
 	ParameterizedTestParameters(suite, name) \

@@ -498,11 +498,10 @@ BACKEND_TEST(coro, ten_thousand_alive_at_once)
 			    "for %d; ru_maxrss %ld -> %ld KiB)",
 			    per, m.rss_at_peak_kb - rss0, MANY, ru0.ru_maxrss,
 			    ru1.ru_maxrss);
-		/* (tp->name is not valid in Criterion's worker.) */
 		fprintf(stderr,
-			"coro/ten_thousand(%s%s): %.0f bytes resident "
+			"coro/ten_thousand(%s): %.0f bytes resident "
 			"per coroutine\n",
-			rl_loop_backend(loop), tp->flags ? "+flags" : "", per);
+			tp_name(tp), per);
 #if !defined(RL_SAN)
 		if (!getenv("RL_VALGRIND"))
 			cr_assert_lt(per, 8192.0, "%.0f bytes per coroutine",

@@ -1471,9 +1471,7 @@ BACKEND_TEST(fs_write, close_with_writes_in_flight_loses_nothing_reported)
 		check_content(tpath(names[i]), data, BS * (size_t)(i + 1));
 		ok++;
 	}
-	/* (tp->name points into the runner's memory: not readable here.) */
-	cr_log_info("backend %d flags %#x: %d of %d writes done before the "
-		    "close",
-		    tp->backend, tp->flags, ok, NW + NF);
+	cr_log_info("%s: %d of %d writes done before the close", tp_name(tp),
+		    ok, NW + NF);
 	free(data);
 }
