@@ -497,14 +497,32 @@ static int32_t take_slot(rl_loop *loop, struct rl__uring *u)
  * Puts req's SQEs on the ring. Returns false, having changed nothing, when
  * the SQ, the CQ budget or the slot table has no room.
  */
-static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
+/* What req's next step takes: SQEs, a slot, and the CQEs the loop will
+ * be owed for it (none counted for a multishot request: see struct
+ * rl__uring_need). */
+static struct rl__uring_need need_of(struct rl__uring *u, rl_req *req,
+				     unsigned *owed)
 {
 	struct rl__uring_need need = rl__op_is_net(req->op)
 					     ? rl__uring_net_need(u, req)
 					     : rl__uring_fs_need(u, req);
-	unsigned owed = need.multishot ? 0 : need.sqes;
 
-	if (u->cq_owed + owed > u->cq_budget + u->cq_stretch)
+	*owed = need.multishot ? 0 : need.sqes;
+	return need;
+}
+
+/* Whether owed more CQEs would pass the CQ budget now. */
+static bool over_budget(const struct rl__uring *u, unsigned owed)
+{
+	return u->cq_owed + owed > u->cq_budget + u->cq_stretch;
+}
+
+static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
+{
+	unsigned owed;
+	struct rl__uring_need need = need_of(u, req, &owed);
+
+	if (over_budget(u, owed))
 		return false;
 	if (need.slot && !u->nfree)
 		return false;
@@ -720,17 +738,6 @@ static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 	return timeout_ns;
 }
 
-/* Whether req's CQEs do not fit in the CQ budget now. */
-static bool over_budget(struct rl__uring *u, rl_req *req)
-{
-	struct rl__uring_need need = rl__op_is_net(req->op)
-					     ? rl__uring_net_need(u, req)
-					     : rl__uring_fs_need(u, req);
-	unsigned owed = need.multishot ? 0 : need.sqes;
-
-	return u->cq_owed + owed > u->cq_budget + u->cq_stretch;
-}
-
 /*
  * The CQ budget keeps what the loop may be owed within the CQ, but a
  * request that waits for an event that may never come (a read of a pipe
@@ -740,8 +747,7 @@ static bool over_budget(struct rl__uring *u, rl_req *req)
  * connections as the budget (4088 CQEs on the default ring) would stop
  * serving. So when the budget stays full for CQ_STUCK_NS, nothing pushed
  * and nothing reaped, while requests wait for it, what is in flight
- * then stops counting against it: the
- * budget stretches by what is owed. Should those requests complete
+ * then stops counting against it: the budget stretches by what is owed. Should those requests complete
  * together later, with the CQ full of others, the CQEs that do not fit
  * wait in the kernel's overflow list (IORING_FEAT_NODROP, 5.5): none is
  * lost. The stretch shrinks back as what is owed falls (reap()). Until
@@ -752,10 +758,12 @@ static int64_t unstick_cq(rl_loop *loop, struct rl__uring *u,
 {
 	rl_req *head = u->cont.head ? u->cont.head : u->pending.head;
 	uint64_t age;
+	unsigned owed;
 
-	if (u->closing)
+	if (u->closing || !head)
 		return timeout_ns;
-	if (!head || !over_budget(u, head))
+	need_of(u, head, &owed);
+	if (!over_budget(u, owed))
 		return timeout_ns;
 	age = loop->now_ns - u->cq_moved_ns;
 	if (age < CQ_STUCK_NS) {
@@ -971,8 +979,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		if (u->defer_taskrun) {
 			if ((!entered || io_uring_sq_ready(&u->ring)) &&
 			    (timeout_ns != 0 || poll_needs_enter(loop, u)))
-				ret = get_events_batch(loop, u, TW_ROUNDS,
-						       true);
+				ret = get_events_batch(loop, u, TW_ROUNDS, 0);
 			if (ret < 0 && ret != -EBUSY && ret != -EINTR &&
 			    ret != -EAGAIN)
 				return ret;

@@ -311,7 +311,8 @@ static void timer_years_away(const struct tp *tp, uint64_t ms)
 	pthread_join(th, NULL);
 	rl_loop_stats(loop, &st1);
 	cr_assert_eq(s.calls[0], 1);
-	/* 100 ms of a sleeping loop: a handful of waits, not thousands. */
+	/* A loop sleeping on one far timer: a handful of waits, not a
+	 * spin of thousands. */
 	cr_assert_lt(st1.enters + st1.waits - st0.enters - st0.waits, 50,
 		     "the loop spun: %llu waits while it slept on a timer "
 		     "%llu ms away",
@@ -338,9 +339,9 @@ CORE_TEST(core_attack, stop_and_timers_years_away)
 /*
  * A timer whose -ECANCELED callback starts and cancels it again (a retry
  * loop written with cancel as its "now"), chained for ever: the loop must
- * still run I/O between its turns, as it does for a 0 ms timer restarted
- * from its own callback (timers started during a pass wait for the next
- * one). Here the read of a pipe that has data must complete while the
+ * still run I/O between its turns, as it does for a timer restarted with
+ * no delay from its own callback (timers started during a pass wait for
+ * the next one). Here the read of a pipe that has data must complete while the
  * chain still goes on; the chain stops once the read has come.
  */
 struct chain {

@@ -756,6 +756,33 @@ static size_t read_to_end(int rfd, const char *want, char *back, size_t max)
 }
 
 /*
+ * Starts n write_files of big (len bytes) into FIFOs named prefix<i>, each
+ * with a reader that is there from the start and reads nothing (rfd[i],
+ * non-blocking), and runs the loop until they have filled their pipes.
+ */
+static void start_full_fifo_writes(rl_loop *loop, const char *prefix, int n,
+				   struct tseen *fs, rl_req *freqs, int *rfd,
+				   const char *big, size_t len)
+{
+	for (int i = 0; i < n; i++) {
+		char name[32];
+		const char *fifo;
+
+		snprintf(name, sizeof(name), "%s%d", prefix, i);
+		fifo = make_fifo(name);
+		rfd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		cr_assert_geq(rfd[i], 0);
+		freqs[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], fifo, big, len,
+					      0, 0644, tseen_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	sleep_ms(50);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+}
+
+/*
  * A write_file to a FIFO whose reader is there but does not read fills
  * the pipe and then waits for room, maybe for good. On epoll it must not
  * wait on a regular worker (the reads behind it would wait too): the slow
@@ -784,23 +811,8 @@ BACKEND_TEST(special, full_fifo_writes_do_not_starve_the_pool)
 	opt.pool_threads = 2;
 	loop = tloop_opts(tp, &opt);
 	alarm(30);
-	for (int i = 0; i < FIFOS; i++) {
-		char name[32];
-		const char *fifo;
-
-		snprintf(name, sizeof(name), "fullfifo%d", i);
-		fifo = make_fifo(name);
-		/* The reader is there from the start, and reads nothing. */
-		rfd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		cr_assert_geq(rfd[i], 0);
-		freqs[i] = (rl_req){ .data = &fs[i] };
-		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], fifo, big, BIG,
-					      0, 0644, tseen_cb),
-			     0);
-	}
-	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	sleep_ms(50);
-	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	start_full_fifo_writes(loop, "fullfifo", FIFOS, fs, freqs, rfd, big,
+			       BIG);
 	quick_reads_get_through(loop, "ffw", path, "the full FIFOs");
 	for (int i = 0; i < FIFOS; i++)
 		cr_assert_eq(fs[i].calls, 0, "the pipe is full");
@@ -874,22 +886,8 @@ BACKEND_TEST(special, full_fifo_writes_at_loop_close)
 	opt.pool_threads = 2;
 	loop = tloop_opts(tp, &opt);
 	alarm(30);
-	for (int i = 0; i < FIFOS; i++) {
-		char name[32];
-		const char *fifo;
-
-		snprintf(name, sizeof(name), "closefifo%d", i);
-		fifo = make_fifo(name);
-		rfd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		cr_assert_geq(rfd[i], 0);
-		freqs[i] = (rl_req){ .data = &fs[i] };
-		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], fifo, big, BIG,
-					      0, 0644, tseen_cb),
-			     0);
-	}
-	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	sleep_ms(50);
-	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	start_full_fifo_writes(loop, "closefifo", FIFOS, fs, freqs, rfd, big,
+			       BIG);
 	cr_assert_eq(rl_loop_close(loop), 0);
 	alarm(0);
 	for (int i = 0; i < FIFOS; i++) {

@@ -143,9 +143,9 @@ struct rl_options {
 	unsigned entries;
 	/* io_uring CQ entries; 0 = 16 * entries. The loop keeps what it may
 	 * be owed within the CQ, but requests that wait for ever (reads of
-	 * idle pipes and sockets) stop counting after 10 ms with nothing
-	 * moving, so they never hold up the rest (CQ_STUCK_NS in
-	 * loop/uring.c). */
+	 * idle pipes and sockets) stop counting once nothing has moved for a
+	 * while (CQ_STUCK_NS in loop/uring.c), so they never hold up the
+	 * rest. */
 	unsigned cq_entries;
 	/* io_uring: the direct descriptor table; 0 = 1024, at most
 	 * RLIMIT_NOFILE. A read_file or write_file holds a slot from its
