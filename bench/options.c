@@ -55,6 +55,8 @@ static void usage(FILE *f)
 		"  --window W         parallel: at most W reads in flight (0 = all)\n"
 		"  --entries E        io_uring SQ entries (256; 1..%u)\n"
 		"  --cq-entries C     io_uring CQ entries (16 x SQ, at most %u)\n"
+		"  --slots S          io_uring: direct descriptor slots, i.e. read_file\n"
+		"                     and write_file chains in flight (1024; 1..32768)\n"
 		"  --sqpoll           io_uring: IORING_SETUP_SQPOLL\n"
 		"  --single-issuer    io_uring: IORING_SETUP_SINGLE_ISSUER\n"
 		"  --defer-taskrun    io_uring: IORING_SETUP_DEFER_TASKRUN (needs single-issuer)\n"
@@ -239,6 +241,7 @@ void bench_opts_parse(int argc, char **argv)
 		O_FILES,
 		O_WINDOW,
 		O_ENTRIES,
+		O_SLOTS,
 		O_CQ,
 		O_SQPOLL,
 		O_SINGLE,
@@ -289,6 +292,7 @@ void bench_opts_parse(int argc, char **argv)
 		{ "window", required_argument, 0, O_WINDOW },
 		{ "entries", required_argument, 0, O_ENTRIES },
 		{ "cq-entries", required_argument, 0, O_CQ },
+		{ "slots", required_argument, 0, O_SLOTS },
 		{ "sqpoll", no_argument, 0, O_SQPOLL },
 		{ "single-issuer", no_argument, 0, O_SINGLE },
 		{ "shared-ring", no_argument, 0, O_SHARED },
@@ -376,6 +380,10 @@ void bench_opts_parse(int argc, char **argv)
 		case O_ENTRIES:
 			o->loop.entries = (unsigned)num("--entries", optarg, 1,
 							BENCH_MAX_ENTRIES);
+			break;
+		case O_SLOTS:
+			o->loop.direct_slots =
+				(unsigned)num("--slots", optarg, 1, 32768);
 			break;
 		case O_CQ:
 			o->loop.cq_entries =

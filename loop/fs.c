@@ -59,6 +59,16 @@ void rl__fs_prep(rl_loop *loop, rl_req *req, uint8_t op, rl_req_cb cb)
 
 int rl__fs_accept(rl_loop *loop, rl_req *req)
 {
+	/* A lent buffer is taken as late as the backend can: io_uring
+	 * takes it when the chain goes to the kernel. Elsewhere, and for a
+	 * read another loop of the group may run, it is taken now. */
+	if ((rl__req(req)->state & RL__REQ_LOAN) &&
+	    (loop->spread || !loop->backend->late_loan)) {
+		int ret = rl__loan_take(loop, req);
+
+		if (ret < 0)
+			return ret;
+	}
 	rl__req(req)->state |= RL__REQ_ACTIVE;
 	loop->active_reqs++;
 	loop->stats.submissions++;
@@ -137,16 +147,23 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 {
 	int ret = rl__fs_check_req(loop, req, cb);
 	bool grow = flags & RL_READ_FILE_GROW;
+	bool loan = flags & RL_READ_FILE_LOAN;
 
 	if (ret < 0 || (ret = rl__fs_check_path(path)) < 0)
 		return ret;
-	if (flags & ~(unsigned)RL_READ_FILE_GROW)
+	if (flags & ~(unsigned)(RL_READ_FILE_GROW | RL_READ_FILE_LOAN))
+		return -EINVAL;
+	if (loan && (!grow || buf))
 		return -EINVAL;
 	if (!grow && !buf)
 		return -EFAULT;
 	if (len > RL__MAX_IO)
 		return -EINVAL;
-	if (grow && (!buf || !len)) {
+	if (loan) {
+		/* The buffer is taken when the read starts (loan.c). */
+		if (!len)
+			len = RL__READ_FILE_FIRST;
+	} else if (grow && (!buf || !len)) {
 		/* The caller asked the loop for a buffer; a hint of 0 gets a
 		 * page. Later requests reuse it if the caller passes it back. */
 		size_t cap = len ? len : RL__READ_FILE_FIRST;
@@ -164,6 +181,8 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 	rl__req(req)->cap = len;
 	if (grow)
 		rl__req(req)->state |= RL__REQ_OWNBUF;
+	if (loan)
+		rl__req(req)->state |= RL__REQ_LOAN;
 	return rl__fs_accept(loop, req);
 }
 

@@ -32,6 +32,7 @@ enum {
 	RL__REQ_MORE = 1u << 6,	    /* an item's callback is running */
 	RL__REQ_TIMEDOUT = 1u << 7, /* cancelled by its deadline */
 	RL__REQ_SPREAD = 1u << 8,   /* runs on another loop of its group */
+	RL__REQ_LOAN = 1u << 9,	    /* read_file: lent buffer (loan.c) */
 };
 
 /* Timer states (timer->state). */
@@ -54,6 +55,9 @@ struct rl__backend {
 	/* The same for rl_run(), which must fail before it runs anything:
 	 * cheap, as it is called at every rl_run(). NULL: any thread may. */
 	int (*check_run)(rl_loop *loop);
+	/* Takes RL_READ_FILE_LOAN buffers itself (rl__loan_take()) when a
+	 * read_file starts, rather than at its submission. */
+	bool late_loan;
 	/* Takes an accepted request. It must finish later via rl__complete().
 	 * Never fails: what cannot go to the kernel now waits in a queue. */
 	void (*submit)(rl_loop *loop, rl_req *req);
@@ -120,6 +124,12 @@ struct rl_loop {
 	rl_timer *timer_firing;
 
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
+	/* read_file buffers back from their loans (loan.c): a LIFO stack
+	 * linked through the buffers, all of loan_cap bytes. */
+	void *loans;
+	unsigned nloans;
+	size_t loan_cap;
+	size_t loans_out; /* taken, not back yet */
 	unsigned nbufs;
 	struct rl__net *net; /* sockets' shared state (net.h), made lazily */
 	struct rl_link close_hooks;   /* rl_close_hook, newest first */
@@ -266,6 +276,12 @@ int rl__read_file_grow(rl_req *req);
 int rl__read_file_reserve(rl_req *req, uint64_t size);
 /* fs_write.c: frees the registered buffers' copy (rl_loop_close()). */
 void rl__fs_free(rl_loop *loop);
+/* loan.c: the buffers of RL_READ_FILE_LOAN. take gives req its buffer
+ * when its read starts (0 or -ENOMEM); back takes it again after the
+ * callback; free frees what waits, at the loop's close. */
+int rl__loan_take(rl_loop *loop, rl_req *req);
+void rl__loan_back(rl_loop *loop, void *buf, size_t cap);
+void rl__loan_free(rl_loop *loop);
 
 /* The read_file buffer a request starts with (loop-grown mode). */
 #define RL__READ_FILE_FIRST 4096

@@ -313,11 +313,19 @@ static int run_ready(rl_loop *loop)
 
 	loop->ready.head = loop->ready.tail = NULL;
 	while ((req = rl__fifo_pop(&batch))) {
+		/* A lent buffer comes back once its callback has returned;
+		 * the callback may have reused req by then. */
+		void *loan =
+			(rl__req(req)->state & RL__REQ_LOAN) ? req->buf : NULL;
+		size_t loan_cap = rl__req(req)->cap;
+
 		rl__req(req)->state = RL__REQ_IDLE;
 		loop->active_reqs--;
 		loop->stats.completions++;
 		n++;
 		req->cb(req);
+		if (loan)
+			rl__loan_back(loop, loan, loan_cap);
 	}
 	return n;
 }
@@ -674,6 +682,7 @@ void rl__loop_free(rl_loop *loop)
 {
 	loop->backend->destroy(loop);
 	rl__fs_free(loop);
+	rl__loan_free(loop);
 	rl__net_free(loop);
 	rl__timers_free(loop);
 	free(loop);

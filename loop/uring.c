@@ -531,6 +531,16 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 		if (io_uring_sq_space_left(&u->ring) < need.sqes)
 			return false;
 	}
+	if (!req->buf && (rl__req(req)->state & RL__REQ_LOAN)) {
+		/* Its chain goes to the kernel now: the buffer is taken
+		 * now (loan.c). Without one it ends here, pushed. */
+		int ret = rl__loan_take(loop, req);
+
+		if (ret < 0) {
+			rl__uring_complete(loop, u, req, ret);
+			return true;
+		}
+	}
 	if (need.slot)
 		rl__ur(req)->slot = take_slot(loop, u);
 	u->cq_owed += owed;
@@ -1286,6 +1296,7 @@ const char *rl_loop_ring(const rl_loop *loop)
 
 const struct rl__backend rl__backend_uring = {
 	.name = "uring",
+	.late_loan = true,
 	.init = uring_init,
 	.destroy = uring_destroy,
 	.check_thread = uring_check_thread,

@@ -3,11 +3,11 @@
  * callback.c - Node-like callbacks: the context and its pool of entries,
  * one per request in flight (the operations are in callback_fs.c).
  *
- * Each pooled entry is a request plus the caller's callback and argument,
- * and keeps the buffer its last pooled read_file grew (up to KEEP_MAX), so
- * a loop reading files of a similar size stops allocating after the first
- * few reads. Entries come in chunks; a chunk is freed by rl_cb_ctx_trim()
- * or when the context closes.
+ * Each pooled entry is a request plus the caller's callback and argument.
+ * Entries come in chunks; a chunk is freed by rl_cb_ctx_trim() or when the
+ * context closes. The pooled read_file's buffers are not the entries':
+ * the loop lends them (RL_READ_FILE_LOAN), so a burst of read_files holds
+ * buffers only for the reads under way (callback_fs.c).
  *
  * Lifetime: the context puts a close hook on its loop, so rl_loop_close()
  * closes it (cancels its requests, runs their callbacks) and frees it at
@@ -23,19 +23,15 @@
 #include "callback_internal.h"
 
 #define CHUNK 64
-/* The largest buffer an entry keeps when it goes back to the pool: a
- * read_file that grew one past it (a big file, or a device read up to the
- * loop's read_file_max before -EFBIG) gives the memory back at once. */
-#define KEEP_MAX ((size_t)1 << 20)
 
 struct rl__cb_chunk {
 	struct rl_link link; /* the context's chunks */
 	struct rl__cb_entry e[CHUNK];
 };
 
-/* A new entry's first buffer: small, because ten thousand reads in flight
- * each hold one, and learned from the files read so far (callback_fs.c),
- * because a read that outgrows it costs a second pass. */
+/* The size of the pooled read_file's first buffer: small, and learned
+ * from the files read so far (callback_fs.c), because a read that
+ * outgrows it costs a second pass. */
 #define FIRST_GUESS 256
 
 static void ctx_free(rl_cb_ctx *cbs)
@@ -46,8 +42,6 @@ static void ctx_free(rl_cb_ctx *cbs)
 	rl__cb_net_free(cbs);
 	while ((link = rl__list_pop(&cbs->chunks))) {
 		c = RL__CONTAINER(link, struct rl__cb_chunk, link);
-		for (int i = 0; i < CHUNK; i++)
-			free(c->e[i].buf);
 		free(c);
 	}
 	free(cbs);
@@ -147,11 +141,6 @@ struct rl__cb_entry *rl__cb_entry_get(rl_cb_ctx *cbs)
 
 void rl__cb_entry_put(rl_cb_ctx *cbs, struct rl__cb_entry *e)
 {
-	if (e->cap > KEEP_MAX) {
-		free(e->buf);
-		e->buf = NULL;
-		e->cap = 0;
-	}
 	e->in_use = false;
 	e->next_free = cbs->free;
 	cbs->free = e;
@@ -177,8 +166,6 @@ size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep)
 		if (busy || cbs->pooled - CHUNK < keep)
 			continue;
 		rl__list_del(link);
-		for (int i = 0; i < CHUNK; i++)
-			free(c->e[i].buf);
 		free(c);
 		cbs->pooled -= CHUNK;
 		freed += CHUNK;
@@ -204,21 +191,4 @@ size_t rl_cb_ctx_in_flight(const rl_cb_ctx *cbs)
 size_t rl_cb_ctx_pooled(const rl_cb_ctx *cbs)
 {
 	return cbs->pooled;
-}
-
-size_t rl_cb_ctx_buffered(const rl_cb_ctx *cbs)
-{
-	const struct rl_link *link;
-	size_t bytes = 0;
-
-	rl__list_for_each(link, &cbs->chunks)
-	{
-		const struct rl__cb_chunk *c =
-			RL__CONTAINER(link, struct rl__cb_chunk, link);
-
-		for (int i = 0; i < CHUNK; i++)
-			if (!c->e[i].in_use && c->e[i].buf)
-				bytes += c->e[i].cap;
-	}
-	return bytes;
 }

@@ -61,9 +61,6 @@ static void pooled_done(rl_req *req)
 	int64_t res = req->result;
 
 	cbs->in_flight--;
-	/* Grown, maybe moved, also on a failure. */
-	e->buf = req->buf;
-	e->cap = req->len;
 	if (res > 0 && (size_t)res > cbs->guess && cbs->guess < MAX_GUESS) {
 		while (cbs->guess < (size_t)res && cbs->guess < MAX_GUESS)
 			cbs->guess *= 2;
@@ -90,8 +87,8 @@ int rl_cb_fs_read_file(rl_cb_ctx *cbs, const char *path, rl_cb_data_fn done,
 		return ret;
 	e->done.data = done;
 	/* A submission that fails allocates nothing (fs.c checks first). */
-	ret = rl_fs_read_file(cbs->loop, &e->req, path, e->buf,
-			      e->buf ? e->cap : cbs->guess, RL_READ_FILE_GROW,
+	ret = rl_fs_read_file(cbs->loop, &e->req, path, NULL, cbs->guess,
+			      RL_READ_FILE_GROW | RL_READ_FILE_LOAN,
 			      pooled_done);
 	return submitted(cbs, e, ret);
 }

@@ -29,8 +29,6 @@ struct rl__cb_entry {
 	void *arg;
 	rl_cb_ctx *cbs;
 	struct rl__cb_entry *next_free;
-	void *buf; /* rl_cb_fs_read_file()'s buffer, kept for the next */
-	size_t cap;
 	bool in_use;
 };
 

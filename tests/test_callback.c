@@ -215,8 +215,8 @@ BACKEND_TEST(callback, loop_close_closes_the_context)
 }
 
 /* A read that grew its buffer far (a big file, or a device read to the
- * loop's cap before -EFBIG) gives the memory back when its entry returns
- * to the pool: the pool keeps at most 1 MiB per idle entry. */
+ * loop's cap before -EFBIG) gives the memory back when its callback
+ * returns: the loop keeps no lent buffer larger than 1 MiB. */
 BACKEND_TEST(callback, huge_buffers_are_not_kept)
 {
 	const char *big = tfile("big", 3 << 20);
@@ -234,14 +234,16 @@ BACKEND_TEST(callback, huge_buffers_are_not_kept)
 	trun(loop);
 	cr_assert_eq(g1.calls, 1);
 	cr_assert_eq(g1.err, -EFBIG);
-	cr_assert_leq(rl_cb_ctx_buffered(cbs), (size_t)1 << 20,
-		      "the pool keeps %zu bytes", rl_cb_ctx_buffered(cbs));
+	cr_assert_leq(rl_fs_loans_kept(loop), (size_t)1 << 20,
+		      "the loop keeps %zu bytes", rl_fs_loans_kept(loop));
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
 	cr_assert_eq(rl_cb_fs_read_file(cbs, big, done, &g2), 0);
 	trun(loop);
 	cr_assert_eq(g2.err, 0);
 	cr_assert_eq(g2.len, (size_t)3 << 20);
-	cr_assert_leq(rl_cb_ctx_buffered(cbs), (size_t)1 << 20,
-		      "the pool keeps %zu bytes", rl_cb_ctx_buffered(cbs));
+	cr_assert_leq(rl_fs_loans_kept(loop), (size_t)1 << 20,
+		      "the loop keeps %zu bytes", rl_fs_loans_kept(loop));
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
 	/* The pool still works. */
 	cr_assert_eq(rl_cb_fs_read_file(cbs, tfile("small", 12), done, &g3), 0);
 	trun(loop);

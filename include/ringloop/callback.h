@@ -286,17 +286,15 @@ int rl_cb_net_recvmsg(rl_cb_ctx *cbs, int fd, struct msghdr *msg, rl_cb_fn done,
 
 /* ---------------------------------------------------------------- pool */
 
-/* Gives back pooled requests (and their buffers) not in use, keeping at
+/* Gives back pooled requests not in use, keeping at
  * least keep of them; returns how many were freed. The pool grows under
  * load by itself and shrinks only when asked, off the hot path. */
 size_t rl_cb_ctx_trim(rl_cb_ctx *cbs, size_t keep);
 
-/* Requests in flight, requests the pool holds, and the bytes of buffer
- * its idle requests keep for the pooled read_file (at most 1 MiB each)
- * (for tests). */
+/* Requests in flight and requests the pool holds (for tests). The
+ * pooled read_file's buffers are the loop's (rl_fs_loans_out()). */
 size_t rl_cb_ctx_in_flight(const rl_cb_ctx *cbs);
 size_t rl_cb_ctx_pooled(const rl_cb_ctx *cbs);
-size_t rl_cb_ctx_buffered(const rl_cb_ctx *cbs);
 
 #pragma GCC visibility pop
 

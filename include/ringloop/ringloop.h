@@ -386,6 +386,12 @@ struct rl_stats {
 
 void rl_loop_stats(const rl_loop *loop, struct rl_stats *out);
 
+/* The buffers RL_READ_FILE_LOAN lends: how many are out now (taken by
+ * reads under way or held by running callbacks), and the bytes the loop
+ * keeps for the next loans (at most 64 MiB, none larger than 1 MiB). */
+size_t rl_fs_loans_out(const rl_loop *loop);
+size_t rl_fs_loans_kept(const rl_loop *loop);
+
 /* --------------------------------------------------------------- requests */
 
 enum rl_op {
@@ -427,6 +433,13 @@ enum rl_read_file_flags {
 	/* req->buf is NULL or came from malloc(): the loop may realloc() it to
 	 * fit the whole file. The caller frees req->buf. */
 	RL_READ_FILE_GROW = 1u << 0,
+	/* With RL_READ_FILE_GROW and buf NULL: the buffer is the loop's,
+	 * lent for the callback only. The loop takes it when the read
+	 * starts, not at submission, and takes it back when the callback
+	 * returns, for the next lent read: a burst of read_files holds as
+	 * many buffers as it has reads under way, not one per request.
+	 * len is the first size to lend (0: a page). */
+	RL_READ_FILE_LOAN = 1u << 1,
 };
 
 /*
