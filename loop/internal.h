@@ -101,6 +101,11 @@ struct rl__backend {
 extern const struct rl__backend rl__backend_uring;
 extern const struct rl__backend rl__backend_epoll;
 
+/* Size classes of lent read_file buffers: 256 B to 1 MiB (loan.c). */
+#define RL__LOAN_MIN_SHIFT 8
+#define RL__LOAN_CLASSES   13
+struct rl__loan;
+
 struct rl_loop {
 	const struct rl__backend *backend;
 	void *be;
@@ -125,11 +130,12 @@ struct rl_loop {
 
 	struct iovec *bufs; /* rl_loop_register_buffers(), a copy */
 	/* read_file buffers back from their loans (loan.c): a LIFO stack
-	 * linked through the buffers, all of loan_cap bytes. */
-	void *loans;
-	unsigned nloans;
-	size_t loan_cap;
-	size_t loans_out; /* taken, not back yet */
+	 * per power-of-two size class, linked through the buffers. */
+	struct rl__loan *loans[RL__LOAN_CLASSES];
+	size_t loans_n[RL__LOAN_CLASSES]; /* buffers on each stack */
+	size_t loans_kept;		  /* bytes on the stacks */
+	size_t loans_out;		  /* taken, not back yet */
+	size_t loans_peak;		  /* the most ever out at once */
 	unsigned nbufs;
 	struct rl__net *net; /* sockets' shared state (net.h), made lazily */
 	struct rl_link close_hooks;   /* rl_close_hook, newest first */

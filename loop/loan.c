@@ -8,12 +8,16 @@
  * requests still waiting for a slot. The buffers the burst touches then
  * stay in the CPU's caches, where one buffer per request would not.
  *
- * Buffers that come back wait on a LIFO stack, linked through their first
- * bytes, so the next loan gets the one that was written last. They all
- * have loan_cap bytes: the size the loop lends grows to the largest buffer
- * that came back (a read grew it to fit its file), up to LOAN_MAX_CAP, and
- * buffers smaller than that are freed as they return. The stack keeps at
- * most LOAN_KEEP_BYTES; past it, returning buffers are freed.
+ * Buffers that come back wait on a LIFO stack per power-of-two size class
+ * (256 B to 1 MiB), so the next loan of that size gets the one written
+ * last, and a few big files among many small ones neither give the small
+ * reads big buffers nor make them allocate. A buffer is filed under the
+ * largest class it holds (a read may have grown it to any size), and a
+ * loan takes from the smallest class that holds what it asks for. A class
+ * keeps at most as many buffers as were ever out at once (a read that
+ * asks for little and grows to a big file leaves a big buffer each time,
+ * which the next such read does not ask for), buffers over 1 MiB are not
+ * kept, and nothing past LOAN_KEEP_BYTES in all.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,57 +25,90 @@
 #include "internal.h"
 #include "req.h"
 
-#define LOAN_MAX_CAP ((size_t)1 << 20) /* see rl_fs_loans_kept() */
-#define LOAN_KEEP_BYTES ((size_t)64 << 20)
+#define LOAN_KEEP_BYTES ((size_t)64 << 20) /* see rl_fs_loans_kept() */
+#define LOAN_MIN	((size_t)1 << RL__LOAN_MIN_SHIFT)
+#define LOAN_MAX	(LOAN_MIN << (RL__LOAN_CLASSES - 1))
 
-static void *pop(rl_loop *loop)
+/* What a kept buffer holds in its first bytes. */
+struct rl__loan {
+	struct rl__loan *next;
+	size_t cap;
+};
+
+/* The smallest class of at least want bytes (want <= LOAN_MAX). */
+static unsigned class_up(size_t want)
 {
-	void *buf = loop->loans;
+	unsigned c = 0;
 
-	loop->loans = *(void **)buf;
-	loop->nloans--;
-	return buf;
+	while ((LOAN_MIN << c) < want)
+		c++;
+	return c;
 }
 
-/* Gives req the buffer its read fills: one from the stack when it is large
- * enough for the size asked, a new one otherwise. Returns 0 or -ENOMEM. */
+/* The largest class cap bytes hold (LOAN_MIN <= cap). */
+static unsigned class_down(size_t cap)
+{
+	unsigned c = 0;
+
+	while (c + 1 < RL__LOAN_CLASSES && (LOAN_MIN << (c + 1)) <= cap)
+		c++;
+	return c;
+}
+
+/* Gives req the buffer its read fills: a kept one when one of a class
+ * large enough for the size asked waits, a new one of that class
+ * otherwise. Returns 0 or -ENOMEM. */
 int rl__loan_take(rl_loop *loop, rl_req *req)
 {
 	size_t want = rl__req(req)->cap;
+	struct rl__loan *l = NULL;
 	void *buf;
 
-	if (loop->loans && loop->loan_cap >= want) {
-		want = loop->loan_cap;
-		buf = pop(loop);
-	} else {
-		buf = malloc(want);
-		if (!buf)
-			return -ENOMEM;
+	if (want <= LOAN_MAX) {
+		unsigned c = class_up(want);
+
+		l = loop->loans[c];
+		if (l) {
+			loop->loans[c] = l->next;
+			loop->loans_n[c]--;
+			loop->loans_kept -= l->cap;
+			want = l->cap;
+		} else {
+			want = LOAN_MIN << c;
+		}
 	}
+	buf = l ? (void *)l : malloc(want);
+	if (!buf)
+		return -ENOMEM;
 	req->buf = buf;
 	req->len = rl__req(req)->cap = want;
-	loop->loans_out++;
+	if (++loop->loans_out > loop->loans_peak)
+		loop->loans_peak = loop->loans_out;
 	return 0;
 }
 
 /* A lent buffer of cap bytes is back: its callback has returned. */
 void rl__loan_back(rl_loop *loop, void *buf, size_t cap)
 {
+	struct rl__loan *l = buf;
+	unsigned c;
+
 	loop->loans_out--;
-	if (cap > loop->loan_cap && cap <= LOAN_MAX_CAP) {
-		/* Reads need more now: what waits is too small for them. */
-		while (loop->loans)
-			free(pop(loop));
-		loop->loan_cap = cap;
-	}
-	if (cap != loop->loan_cap ||
-	    (size_t)(loop->nloans + 1) * cap > LOAN_KEEP_BYTES) {
+	if (cap < LOAN_MIN || cap > LOAN_MAX ||
+	    loop->loans_kept + cap > LOAN_KEEP_BYTES) {
 		free(buf);
 		return;
 	}
-	*(void **)buf = loop->loans;
-	loop->loans = buf;
-	loop->nloans++;
+	c = class_down(cap);
+	if (loop->loans_n[c] >= loop->loans_peak) {
+		free(buf);
+		return;
+	}
+	loop->loans_n[c]++;
+	l->cap = cap;
+	l->next = loop->loans[c];
+	loop->loans[c] = l;
+	loop->loans_kept += cap;
 }
 
 size_t rl_fs_loans_out(const rl_loop *loop)
@@ -81,12 +118,19 @@ size_t rl_fs_loans_out(const rl_loop *loop)
 
 size_t rl_fs_loans_kept(const rl_loop *loop)
 {
-	return loop ? loop->nloans * loop->loan_cap : 0;
+	return loop ? loop->loans_kept : 0;
 }
 
 void rl__loan_free(rl_loop *loop)
 {
-	while (loop->loans)
-		free(pop(loop));
-	loop->loan_cap = 0;
+	for (unsigned c = 0; c < RL__LOAN_CLASSES; c++) {
+		while (loop->loans[c]) {
+			struct rl__loan *l = loop->loans[c];
+
+			loop->loans[c] = l->next;
+			free(l);
+		}
+		loop->loans_n[c] = 0;
+	}
+	loop->loans_kept = 0;
 }

@@ -110,8 +110,8 @@ BACKEND_TEST(loan, procfs_grows)
 
 	alarm(30);
 	rl_req_init(&l.req);
-	cr_assert_eq(rl_fs_read_file(loop, &l.req, "/proc/self/status", NULL, 16,
-				     LOAN, proc_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &l.req, "/proc/self/status", NULL,
+				     16, LOAN, proc_cb),
 		     0);
 	trun(loop);
 	cr_assert_eq(l.calls, 1);
@@ -131,8 +131,8 @@ BACKEND_TEST(loan, refused_without_grow_or_with_a_buffer)
 	cr_assert_eq(rl_fs_read_file(loop, &l.req, path, NULL, 64,
 				     RL_READ_FILE_LOAN, lent_cb),
 		     -EINVAL);
-	cr_assert_eq(rl_fs_read_file(loop, &l.req, path, buf, sizeof(buf),
-				     LOAN, lent_cb),
+	cr_assert_eq(rl_fs_read_file(loop, &l.req, path, buf, sizeof(buf), LOAN,
+				     lent_cb),
 		     -EINVAL);
 	cr_assert_eq(rl_fs_read_file(loop, &l.req, path, NULL, 64,
 				     LOAN | (1u << 7), lent_cb),
@@ -171,15 +171,16 @@ static void chain_cb(rl_req *req)
 	for (i = 0; i < c->nseen && c->seen[i] != buf; i++)
 		;
 	if (i == c->nseen) {
-		cr_assert_lt(c->nseen, 2, "a third buffer for a chain of reads");
+		cr_assert_lt(c->nseen, 2,
+			     "a third buffer for a chain of reads");
 		c->seen[c->nseen++] = buf;
 	}
 	if (--c->left > 0) {
 		rl_loop *loop = req->loop;
 
 		rl_req_init(req);
-		cr_assert_eq(rl_fs_read_file(loop, req, c->path, NULL, 0,
-					     LOAN, chain_cb),
+		cr_assert_eq(rl_fs_read_file(loop, req, c->path, NULL, 0, LOAN,
+					     chain_cb),
 			     0);
 	}
 }
@@ -307,9 +308,9 @@ BACKEND_TEST(loan, failures_and_cancels_give_the_buffer_back)
 			cr_assert_eq(l[i].result, 12);
 			break;
 		default:
-			cr_assert(l[i].result == -ECANCELED || l[i].result == 12,
-				  "cancelled read: %lld",
-				  (long long)l[i].result);
+			cr_assert(
+				l[i].result == -ECANCELED || l[i].result == 12,
+				"cancelled read: %lld", (long long)l[i].result);
 		}
 	}
 	cr_assert_eq(rl_fs_loans_out(loop), 0);
@@ -344,6 +345,74 @@ BACKEND_TEST(loan, big_buffers_are_not_kept)
 		      rl_fs_loans_kept(loop));
 	cr_assert_eq(rl_fs_loans_out(loop), 0);
 	tclose(loop);
+	alarm(0);
+}
+
+/* Big and small files in turns, each read asking for 16 bytes: the small
+ * reads get buffers of the smallest class, never a big one, and the big
+ * buffers each big read grew do not pile up (a class keeps no more than
+ * were ever out at once: here two). */
+struct mixed {
+	struct lent l;
+	const char *big, *small;
+	int left;
+	size_t small_cap_max;
+	const void *small_bufs[4];
+	int nsmall;
+};
+
+static void mixed_cb(rl_req *req)
+{
+	struct mixed *m = (struct mixed *)req;
+	bool was_big = m->l.size != 12;
+	rl_loop *loop = req->loop;
+	int i;
+
+	lent_cb(req);
+	if (!was_big) {
+		if (req->len > m->small_cap_max)
+			m->small_cap_max = req->len;
+		for (i = 0; i < m->nsmall && m->small_bufs[i] != req->buf; i++)
+			;
+		if (i == m->nsmall) {
+			cr_assert_lt(m->nsmall, 2,
+				     "a new buffer for a small file");
+			m->small_bufs[m->nsmall++] = req->buf;
+		}
+	}
+	if (--m->left == 0)
+		return;
+	m->l.name = was_big ? "small" : "big";
+	m->l.size = was_big ? 12 : 100000;
+	rl_req_init(req);
+	cr_assert_eq(rl_fs_read_file(loop, req, was_big ? m->small : m->big,
+				     NULL, 16, LOAN, mixed_cb),
+		     0);
+}
+
+BACKEND_TEST(loan, mixed_sizes_keep_their_classes)
+{
+	struct mixed m = { .left = 60 };
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	m.big = strdup(tfile("big", 100000));
+	m.small = strdup(tfile("small", 12));
+	m.l.name = "small";
+	m.l.size = 12;
+	rl_req_init(&m.l.req);
+	cr_assert_eq(rl_fs_read_file(loop, &m.l.req, m.small, NULL, 16, LOAN,
+				     mixed_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(m.l.calls, 60);
+	cr_assert_lt(m.small_cap_max, 512, "a small file read into %zu bytes",
+		     m.small_cap_max);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	cr_assert_leq(rl_fs_loans_kept(loop), (size_t)2 << 20);
+	tclose(loop);
+	free((void *)m.big);
+	free((void *)m.small);
 	alarm(0);
 }
 
@@ -390,9 +459,9 @@ BACKEND_TEST(loan, fifo_in_pieces)
 	alarm(30);
 	cr_assert_eq(mkfifo(path, 0600), 0);
 	rl_req_init(&l.req);
-	cr_assert_eq(rl_fs_read_file(loop, &l.req, path, NULL, 64, LOAN,
-				     fifo_cb),
-		     0);
+	cr_assert_eq(
+		rl_fs_read_file(loop, &l.req, path, NULL, 64, LOAN, fifo_cb),
+		0);
 	cr_assert_eq(pthread_create(&th, NULL, fifo_writer, (void *)path), 0);
 	trun(loop);
 	pthread_join(th, NULL);
@@ -429,8 +498,8 @@ BACKEND_TEST(loan, loop_closed_with_loans_everywhere)
 	small = strdup(tfile("small", 12));
 	for (int i = 0; i < BURST; i++) {
 		rl_req_init(&l[i].req);
-		cr_assert_eq(rl_fs_read_file(loop, &l[i].req, small,
-					     NULL, 0, LOAN, count_cb),
+		cr_assert_eq(rl_fs_read_file(loop, &l[i].req, small, NULL, 0,
+					     LOAN, count_cb),
 			     0);
 	}
 	/* One pass: some done, some in the kernel, most still waiting. */

@@ -438,7 +438,9 @@ enum rl_read_file_flags {
 	 * starts, not at submission, and takes it back when the callback
 	 * returns, for the next lent read: a burst of read_files holds as
 	 * many buffers as it has reads under way, not one per request.
-	 * len is the first size to lend (0: a page). */
+	 * len is the size asked (0: a page): the buffer holds at least
+	 * that, rounded up to a power of two of at least 256 bytes, and
+	 * grows to fit the file as with RL_READ_FILE_GROW. */
 	RL_READ_FILE_LOAN = 1u << 1,
 };
 
