@@ -211,7 +211,8 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result);
 /* loop.c */
 uint64_t rl__clock_ns(void);
 bool rl__alive(const rl_loop *loop);
-void rl__drain_posts(rl_loop *loop);
+/* Runs the posts that wait; returns how many. */
+int rl__drain_posts(rl_loop *loop);
 
 /* net.c: stream items, delivered before the ready queue of a batch (so a
  * stream's final callback, which goes through rl__complete(), comes after

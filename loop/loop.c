@@ -378,12 +378,13 @@ int rl_post(rl_loop *loop, struct rl_post *post,
 	return 0;
 }
 
-void rl__drain_posts(rl_loop *loop)
+int rl__drain_posts(rl_loop *loop)
 {
 	struct rl_post *list, *rev = NULL, *next;
+	int n = 0;
 
 	if (!atomic_load_explicit(&loop->posts, memory_order_relaxed))
-		return;
+		return 0;
 	list = atomic_exchange_explicit(&loop->posts, NULL,
 					memory_order_acquire);
 	/* The stack is LIFO; reverse it so posts run in the order made. */
@@ -398,7 +399,9 @@ void rl__drain_posts(rl_loop *loop)
 		rev->next = NULL;
 		rev->cb(rev);
 		rev = next;
+		n++;
 	}
+	return n;
 }
 
 bool rl__alive(const rl_loop *loop)
@@ -556,7 +559,8 @@ int rl__run(rl_loop *loop, enum rl_run_mode mode)
 			break;
 		}
 		loop->now_ns = rl__clock_ns();
-		rl__drain_posts(loop);
+		/* A post's callback is a callback rl_run() ran. */
+		n += rl__drain_posts(loop);
 		n += run_batch(loop);
 		if (mode != RL_RUN_DEFAULT)
 			break;

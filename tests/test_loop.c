@@ -185,6 +185,30 @@ BACKEND_TEST(loop, post_from_another_thread)
 	tclose(loop);
 }
 
+static void count_post(struct rl_post *post)
+{
+	(*(int *)post->data)++;
+}
+
+/* rl_run() returns the callbacks it ran, and a post's is one of them. */
+BACKEND_TEST(loop, run_counts_post_callbacks)
+{
+	struct rl_post posts[3];
+	int ran = 0;
+	rl_loop *loop = tloop(tp);
+
+	for (int i = 0; i < 3; i++) {
+		posts[i].data = &ran;
+		cr_assert_eq(rl_post(loop, &posts[i], count_post), 0);
+	}
+	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 3);
+	cr_assert_eq(ran, 3);
+	cr_assert_eq(rl_post(loop, &posts[0], count_post), 0);
+	cr_assert_eq(rl_run(loop, RL_RUN_DEFAULT), 1);
+	cr_assert_eq(ran, 4);
+	tclose(loop);
+}
+
 struct order {
 	int log[16];
 	int n;
