@@ -100,11 +100,12 @@ static void fd_wait_drain(rl_loop *loop, struct rl__ep *ep)
 	}
 }
 
-void rl__ep_fd_gave_back(struct rl__ep *ep)
+void rl__ep_fd_gave_back(rl_loop *loop, struct rl__ep *ep)
 {
 	rl_req *waiter;
 
 	ep->fd_gen++;
+	ep->fds_moved_ns = loop->now_ns;
 	if ((waiter = rl__fifo_pop(&ep->fd_wait)))
 		fd_retry(ep, waiter);
 }
@@ -118,7 +119,7 @@ static void fd_unhold(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 	rl__epr(req)->bflags &= ~(uint32_t)RL__EP_HELD;
 	ep->fds_held--;
 	if (gave_back)
-		rl__ep_fd_gave_back(ep);
+		rl__ep_fd_gave_back(loop, ep);
 	if (!ep->fds_held && !rl__fifo_empty(&ep->fd_wait))
 		fd_wait_drain(loop, ep);
 }
@@ -140,9 +141,39 @@ bool rl__ep_fd_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	}
 	if (!ep->fds_held)
 		return false;
+	/* The wait's bound counts from the first waiter (unstick_fds()). */
+	if (rl__fifo_empty(&ep->fd_wait))
+		ep->fds_moved_ns = loop->now_ns;
 	rl__epr(req)->step = RL__EP_FD_WAIT;
 	rl__fifo_push(&ep->fd_wait, req);
 	return true;
+}
+
+/* Waiters for an fd that none of the loop's requests gave back for
+ * RL__FD_STUCK_NS (FIFO reads waiting for writers may hold them all)
+ * fail with -EMFILE, what their open said. Until then, a sleep lasts no
+ * longer than that. */
+static int64_t unstick_fds(rl_loop *loop, struct rl__ep *ep, int64_t timeout_ns)
+{
+	uint64_t age;
+	rl_req *req;
+
+	if (ep->closing || rl__fifo_empty(&ep->fd_wait))
+		return timeout_ns;
+	/* The clock, not the loop's now: this runs again after a capped
+	 * sleep inside the same wait. Rare: only while requests wait. */
+	age = rl__clock_ns() - ep->fds_moved_ns;
+	if (age < RL__FD_STUCK_NS) {
+		if (timeout_ns < 0 ||
+		    (uint64_t)timeout_ns > RL__FD_STUCK_NS - age)
+			timeout_ns = (int64_t)(RL__FD_STUCK_NS - age);
+		return timeout_ns;
+	}
+	while ((req = rl__fifo_pop(&ep->fd_wait))) {
+		rl__epr(req)->step = RL__EP_NONE;
+		rl__complete(loop, req, -EMFILE);
+	}
+	return 0;
 }
 
 /* The request's result is known, but rl__complete() waits for the next
@@ -331,7 +362,8 @@ static int write_file_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 	if (rl__epr(req)->bflags & RL__EP_HELD)
 		fd_unhold(loop, ep, req, true);
 	else
-		rl__ep_fd_gave_back(ep); /* the slow lane's open, if any */
+		rl__ep_fd_gave_back(loop,
+				    ep); /* the slow lane's open, if any */
 	rl__complete(loop, req, res);
 	return 1;
 }
@@ -579,6 +611,8 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 		rl__ep_aio_flush(loop, ep);
 		flush_batch(loop, ep);
 		interrupt_if_due(ep);
+		/* After the inline work, which may have met EMFILE. */
+		timeout_ns = unstick_fds(loop, ep, timeout_ns);
 		/* Completions in hand, or no waiting allowed, or a job
 		 * finished just now: only the watched fds need a look, if
 		 * there are some. */

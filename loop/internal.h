@@ -208,6 +208,16 @@ void rl__loop_free(rl_loop *loop);
  * turns the result into -ECANCELED when the request was cancelled. */
 void rl__complete(rl_loop *loop, rl_req *req, int64_t result);
 
+/*
+ * How long read_files and write_files out of fds wait for one of the
+ * loop's own to give an fd back before they fail with -EMFILE. A FIFO's
+ * read_file gives its fd back only when its writer leaves, which may be
+ * never: enough of them hold every fd the process may have, and without
+ * a bound the waiters would wait with them, for ever. A burst of file
+ * work gives fds back every few microseconds.
+ */
+#define RL__FD_STUCK_NS 1000000000u
+
 /* loop.c */
 uint64_t rl__clock_ns(void);
 bool rl__alive(const rl_loop *loop);

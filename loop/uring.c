@@ -749,6 +749,36 @@ static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 }
 
 /*
+ * Requests out of fds wait for one the loop's own read_files and
+ * write_files give back (uring_fs.c). When none has come back for
+ * RL__FD_STUCK_NS (every fd held by FIFO reads that wait for a writer,
+ * say), they fail with -EMFILE, what their open said. Until then, a
+ * sleep lasts no longer than that.
+ */
+static int64_t unstick_fds(rl_loop *loop, struct rl__uring *u,
+			   int64_t timeout_ns)
+{
+	uint64_t age;
+	rl_req *req;
+
+	if (u->closing || rl__fifo_empty(&u->fd_wait))
+		return timeout_ns;
+	age = loop->now_ns - u->fds_moved_ns;
+	if (age < RL__FD_STUCK_NS) {
+		if (timeout_ns < 0 ||
+		    (uint64_t)timeout_ns > RL__FD_STUCK_NS - age)
+			timeout_ns = (int64_t)(RL__FD_STUCK_NS - age);
+		return timeout_ns;
+	}
+	while ((req = rl__fifo_pop(&u->fd_wait))) {
+		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+		rl__uring_release_slot(loop, u, req);
+		rl__uring_complete(loop, u, req, -EMFILE);
+	}
+	return 0;
+}
+
+/*
  * The CQ budget keeps what the loop may be owed within the CQ, but a
  * request that waits for an event that may never come (a read of a pipe
  * or a socket nobody writes to, a FIFO's open) holds its share of it as
@@ -929,6 +959,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 		timeout_ns = flush_lingering(loop, u, timeout_ns);
 	timeout_ns = unstick_slots(loop, u, timeout_ns);
 	timeout_ns = unstick_cq(loop, u, timeout_ns);
+	timeout_ns = unstick_fds(loop, u, timeout_ns);
 	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
 		/* Cancels that still found no room may be all that can end
 		 * what fills the SQ (reads of pipes nobody writes to): never

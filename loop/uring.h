@@ -125,6 +125,7 @@ struct rl__uring {
 	 * read_files held fds: they retry as those close. */
 	struct rl__fifo fd_wait;
 	unsigned fds_held;
+	uint64_t fds_moved_ns; /* an fd given back, or the first waiter */
 	int efd;
 	bool wake_armed;
 	uint64_t wake_buf;

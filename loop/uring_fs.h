@@ -35,8 +35,11 @@ static inline bool rl__uring_stopping(const struct rl__uring *u, rl_req *req)
 }
 
 /* A request that held a plain fd closed it: one waiting for an fd may try
- * again (uring_fs.c). */
-void rl__uring_fd_released(struct rl__uring *u);
+ * again (uring_fs.c). fd_wait: req's open met EMFILE or ENFILE while
+ * others hold fds; it waits for one of them (at most RL__FD_STUCK_NS
+ * with none given back, uring.c). */
+void rl__uring_fd_released(rl_loop *loop, struct rl__uring *u);
+void rl__uring_fd_wait(rl_loop *loop, struct rl__uring *u, rl_req *req);
 
 /* uring_fs_write.c: writes (write, writev, write_fixed) and write_file. */
 void rl__uring_write_prep(struct rl__uring *u, rl_req *req);

@@ -1467,6 +1467,99 @@ NATIVE_BACKEND_TEST(epoll_attack, write_file_waits_for_the_loops_own_fds)
 }
 
 /*
+ * The same, but the FIFOs' writers stay: no fd of the loop's own ever
+ * comes back. The write_file and the read_file that wait for one fail
+ * with -EMFILE once none has come back for RL__FD_STUCK_NS (a second),
+ * instead of waiting with the FIFOs for ever; where they need no fd (io_uring
+ * with direct descriptors) they succeed. The FIFO reads go on, and end
+ * with their writers.
+ */
+NATIVE_BACKEND_TEST(epoll_attack, fd_waiters_fail_when_no_fd_comes_back)
+{
+	enum { FIFOS = 3, LEN = 5000 };
+	unsigned char *data = wdata(LEN);
+	struct tseen fs[FIFOS], sw = { 0 }, sr = { 0 };
+	rl_req fr[FIFOS], w = { .data = &sw }, r = { .data = &sr };
+	char rpath[512], wpath[512], back[LEN + 1];
+	struct rlimit old, rl;
+	struct burst fifos;
+	int wfd[FIFOS], holes[64], nholes;
+	uint64_t end;
+	rl_loop *loop;
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	snprintf(rpath, sizeof(rpath), "%s", tfile("stuckread", LEN));
+	snprintf(wpath, sizeof(wpath), "%s", tpath("stuckwrite"));
+	burst_init(&fifos, "stuckfifo", FIFOS, 0);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	loop = tloop(tp);
+	for (int i = 0; i < FIFOS; i++)
+		wfd[i] = fifo_with_message(fifos.path[i]);
+	nholes = fill_holes(holes, 64);
+	alarm(50);
+	rl = old;
+	rl.rlim_cur = (rlim_t)(highest_fd() + 1 + FIFOS);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (int i = 0; i < FIFOS; i++) {
+		fs[i] = (struct tseen){ 0 };
+		fr[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &fr[i], fifos.path[i], NULL,
+					     0, RL_READ_FILE_GROW, tseen_cb),
+			     0);
+	}
+	end = tnow_ms() + 20000;
+	for (int i = 0; i < FIFOS; i++) {
+		while (!fifo_taken(wfd[i])) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			cr_assert_lt(tnow_ms(), end, "fifo %d", i);
+		}
+	}
+	cr_assert_eq(
+		rl_fs_write_file(loop, &w, wpath, data, LEN, 0, 0644, tseen_cb),
+		0);
+	cr_assert_eq(rl_fs_read_file(loop, &r, rpath, back, sizeof(back), 0,
+				     tseen_cb),
+		     0);
+	/* The FIFO reads keep the loop alive: ONCE at a time, until both
+	 * have called back (a hang is the alarm's, or this bound's). */
+	while (sw.calls + sr.calls < 2) {
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+		cr_assert_lt(tnow_ms(), end,
+			     "write_file %d, read_file %d calls", sw.calls,
+			     sr.calls);
+	}
+	cr_assert(sw.result == -EMFILE || sw.result == LEN, "write_file: %s",
+		  rl_strerror((int)sw.result));
+	cr_assert(sr.result == -EMFILE || sr.result == LEN, "read_file: %s",
+		  rl_strerror((int)sr.result));
+	if (tp->backend != RL_BACKEND_URING || (tp->flags & RL_NO_DIRECT)) {
+		cr_assert_eq(sw.result, -EMFILE);
+		cr_assert_eq(sr.result, -EMFILE);
+	}
+	for (int i = 0; i < FIFOS; i++) {
+		cr_assert_eq(fs[i].calls, 0, "fifo %d ended early", i);
+		close(wfd[i]);
+	}
+	while (fs[0].calls + fs[1].calls + fs[2].calls < FIFOS) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_lt(tnow_ms(), end);
+	}
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	unfill_holes(holes, nholes);
+	alarm(0);
+	for (int i = 0; i < FIFOS; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert(got_feed(&fr[i], &fs[i]), "fifo %d: %" PRId64, i,
+			  fs[i].result);
+		free(fr[i].buf);
+	}
+	free(data);
+	burst_free(&fifos);
+	tclose(loop);
+}
+
+/*
  * No fd free at all, and the loop's only write_file waits for a FIFO's
  * reader that never comes (on epoll in the slow lane's blocking open,
  * which holds no fd yet). A read_file that meets EMFILE then must not
