@@ -866,7 +866,7 @@ BACKEND_TEST(thread_fail, burst_bigger_than_the_pool)
 		expect(&sreg[i], 1000 + 500 * (i % 4), "read_file");
 		tcheck(name, reg[i], (size_t)(1000 + 500 * (i % 4)));
 		expect(&sstat[i], 0, "stat");
-		cr_assert_eq(stx[i].stx_size, 1000 + 500 * (i % 4));
+		cr_assert_eq(stx[i].stx_size, (uint64_t)(1000 + 500 * (i % 4)));
 	}
 	for (int i = 0; i < BURST_FIFO + BURST_DEV; i++) {
 		struct tseen *s =
