@@ -42,6 +42,8 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "ringloop/callback.h"
+#include "ringloop/coro.h"
 
 #ifdef TEST_AUDIT_ARCH
 
@@ -1117,6 +1119,90 @@ BACKEND_TEST(thread_fail, spread_burst_on_a_group)
 	cr_assert_eq(tfd_count(), fds, "fds left open");
 	cr_assert_eq(threads_now(), threads, "threads left");
 	free(sp);
+	alarm(0);
+}
+
+/* ------------------------------------------------------------ the styles */
+
+struct styles {
+	int pipe_w;
+	int64_t co_dev, co_write, co_reg; /* the coroutine's results */
+	int cb_calls, cb_err;
+	size_t cb_len;
+	char dn[8], reg[3000];
+};
+
+static int64_t styles_coro(void *arg)
+{
+	struct styles *st = arg;
+
+	st->co_dev = rl_coro_fs_read_file("/dev/null", st->dn, sizeof(st->dn));
+	st->co_write = rl_coro_fs_write(st->pipe_w, "hello", 5, -1);
+	st->co_reg =
+		rl_coro_fs_read_file(tpath("styles"), st->reg, sizeof(st->reg));
+	return 0;
+}
+
+static void styles_cb(int err, const void *data, size_t len, void *arg)
+{
+	struct styles *st = arg;
+
+	(void)data;
+	st->cb_calls++;
+	st->cb_err = err;
+	st->cb_len = len;
+}
+
+/*
+ * The styles carry the refusal as any error: with threads refused after
+ * rl_loop_open(), a coroutine's read_file of /dev/null and write into a
+ * pipe (both need the epoll slow lane) return -EAGAIN on epoll, their
+ * results on io_uring, and its read_file of a regular file its bytes; a
+ * callback-style read_file of /dev/null says -EAGAIN (epoll) or 0 bytes.
+ */
+BACKEND_TEST(thread_fail, styles_see_the_refusal)
+{
+	struct styles st = { 0 };
+	rl_coro_ctx *ctx;
+	rl_cb_ctx *cbs;
+	rl_loop *loop;
+	char got[8];
+	int p[2];
+
+	tfile("styles", 2000);
+	alarm(20);
+	loop = tloop(tp);
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	st.pipe_w = p[1];
+	cr_assert_eq(rl_coro_ctx_open(loop, &ctx, NULL), 0);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	deny_threads();
+	cr_assert_eq(rl_coro_spawn(ctx, NULL, styles_coro, &st, NULL), 0);
+	cr_assert_eq(rl_cb_fs_read_file_buf(cbs, "/dev/null", st.dn,
+					    sizeof(st.dn), styles_cb, &st),
+		     0);
+	trun(loop);
+	cr_assert_eq(st.co_reg, 2000);
+	tcheck("styles", st.reg, 2000);
+	cr_assert_eq(st.cb_calls, 1);
+	if (is_epoll(tp)) {
+		cr_assert_eq(st.co_dev, -EAGAIN);
+		cr_assert_eq(st.co_write, -EAGAIN);
+		cr_assert_eq(st.cb_err, -EAGAIN);
+		cr_assert_eq(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+		cr_assert_eq(read(p[0], got, sizeof(got)), -1);
+	} else {
+		cr_assert_eq(st.co_dev, 0);
+		cr_assert_eq(st.co_write, 5);
+		cr_assert(st.cb_err == 0 && st.cb_len == 0);
+		cr_assert_eq(read(p[0], got, sizeof(got)), 5);
+		cr_assert_eq(memcmp(got, "hello", 5), 0);
+	}
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	cr_assert_eq(rl_coro_ctx_close(ctx), 0);
+	close(p[0]);
+	close(p[1]);
+	tclose(loop);
 	alarm(0);
 }
 
