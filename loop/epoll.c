@@ -41,21 +41,6 @@ void rl__ep_to_pool(struct rl__ep *ep, rl_req *req)
 	rl__fifo_push(&ep->batch, req);
 }
 
-/* Jobs that may block for good are rare: each goes to the slow lane at
- * once, which starts a worker for it if none is idle. */
-void rl__ep_to_slow(rl_loop *loop, struct rl__ep *ep, rl_req *req,
-		    void (*work)(rl_req *))
-{
-	struct rl__fifo one = { 0 };
-
-	rl__req(req)->work = work;
-	rl__epr(req)->step = RL__EP_SLOW;
-	rl__fifo_push(&one, req);
-	ep->in_slow++;
-	loop->stats.syscalls +=
-		rl__pool_submit(&ep->slow, &one, ep->slow.max_threads);
-}
-
 /* ------------------------------------------------------------ out of fds */
 
 /* The requests that open an fd of their own and wait for one when the
@@ -192,6 +177,33 @@ void rl__ep_finish_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 {
 	defer_complete(ep, req, res);
 	loop->stats.inline_completions++;
+}
+
+/*
+ * Jobs that may block for good are rare: each goes to the slow lane at
+ * once, which starts a worker for it if none is idle. When the system
+ * refuses that thread (pthread_create() says EAGAIN), the request ends
+ * with that error, as a queued one does when cancelled (its stream's fd
+ * closed): queued, it would wait for a worker that may never come.
+ */
+void rl__ep_to_slow(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+		    void (*work)(rl_req *))
+{
+	int ret;
+
+	rl__req(req)->work = work;
+	rl__epr(req)->step = RL__EP_SLOW;
+	ret = rl__pool_submit_alone(&ep->slow, req);
+	if (ret >= 0) {
+		ep->in_slow++;
+		loop->stats.syscalls += (unsigned)ret;
+		return;
+	}
+	loop->stats.syscalls++; /* the clone that failed */
+	if (rl__epr(req)->bflags & RL__EP_STREAM)
+		rl__ep_fs_stream_close(loop, ep, req);
+	fd_unhold(loop, ep, req, false);
+	defer_complete(ep, req, ret);
 }
 
 void rl__ep_sys_close(rl_loop *loop, int fd)
@@ -413,10 +425,9 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	return 1;
 }
 
-/* Moves what finished inline or on a worker to the loop's ready queue. */
-static int reap(rl_loop *loop, struct rl__ep *ep)
+/* What finished on the loop thread, to the loop's ready queue. */
+static int reap_finished(rl_loop *loop, struct rl__ep *ep)
 {
-	struct rl__fifo done = { 0 };
 	rl_req *req;
 	int n = 0;
 
@@ -426,6 +437,16 @@ static int reap(rl_loop *loop, struct rl__ep *ep)
 		rl__complete(loop, req, rl__epr(req)->res[0]);
 		n++;
 	}
+	return n;
+}
+
+/* Moves what finished inline or on a worker to the loop's ready queue. */
+static int reap(rl_loop *loop, struct rl__ep *ep)
+{
+	struct rl__fifo done = { 0 };
+	rl_req *req;
+	int n = reap_finished(loop, ep);
+
 	rl__pool_take_done(&ep->pool, &done);
 	while ((req = rl__fifo_pop(&done))) {
 		ep->in_pool--;
@@ -440,7 +461,9 @@ static int reap(rl_loop *loop, struct rl__ep *ep)
 	}
 	if (ep->in_aio)
 		n += rl__ep_aio_reap(loop, ep);
-	return n;
+	/* A job the slow lane had no thread for finished just now (see
+	 * rl__ep_to_slow()): counted here, or the loop would sleep on it. */
+	return n + reap_finished(loop, ep);
 }
 
 /*

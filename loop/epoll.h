@@ -28,7 +28,9 @@
  *    support; a write to a pipe, a socket or a device) goes to the slow
  *    lane: a second pool, whose workers are
  *    started as such jobs come, up to RL__SLOW_MAX, and interrupted by the
- *    pool's signal when their request is cancelled.
+ *    pool's signal when their request is cancelled. A job for which no
+ *    worker is idle and none can be started (the system refused the
+ *    thread) ends with that error, -EAGAIN, at once (rl__ep_to_slow()).
  *
  * Out of fds. A read_file or write_file that meets EMFILE or ENFILE while
  * the loop's own read_files and write_files hold fds waits for one of them

@@ -460,6 +460,39 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 	return wake;
 }
 
+int rl__pool_submit_alone(struct rl__pool *pool, rl_req *req)
+{
+	int ret;
+
+	pthread_mutex_lock(&pool->lock);
+	rl__fifo_push(&pool->queue, req);
+	atomic_fetch_add_explicit(&pool->queued, 1, memory_order_relaxed);
+	if (pool->idle > pool->signalled) {
+		pool->signalled++;
+		pthread_mutex_unlock(&pool->lock);
+		pthread_cond_signal(&pool->cond);
+		return 1;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	if (pool->nthreads >= pool->max_threads)
+		return 0; /* at the cap: it waits for a worker to be free */
+	ret = start_worker(pool, pool->nthreads);
+	if (ret == 0) {
+		pthread_mutex_lock(&pool->lock);
+		pool->nthreads++;
+		pthread_mutex_unlock(&pool->lock);
+		return 1;
+	}
+	/* No thread for it (EAGAIN: the system refused one). Left on the
+	 * queue, it would wait for a busy worker, which may be blocked for
+	 * good, or, with none, for the next job's attempt to start one: a
+	 * program that only waits for it would hang. So it comes back, unless
+	 * a worker that just finished took it meanwhile. */
+	if (rl__pool_cancel(pool, req))
+		return -ret;
+	return 0;
+}
+
 rl_req *rl__pool_take(struct rl__pool *pool)
 {
 	rl_req *req;

@@ -176,6 +176,16 @@ void rl__pool_destroy(struct rl__pool *pool);
 unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			 unsigned max_active);
 
+/*
+ * Hands req, a job that may block for good, to a worker of its own: a
+ * sleeping one, or one started for it. Returns the workers woken or
+ * started (0 or 1; 0 also when it waits in the queue because the pool is
+ * at max_threads), or -errno when no worker could be started for it (the
+ * system refused a thread): then req is not in the pool, and the caller
+ * ends it.
+ */
+int rl__pool_submit_alone(struct rl__pool *pool, rl_req *req);
+
 /* Takes the oldest job no worker has started, for the loop thread to run
  * itself; NULL when there is none. */
 rl_req *rl__pool_take(struct rl__pool *pool);

@@ -235,6 +235,16 @@ void rl_options_init(struct rl_options *opt);
  * rl_loop_close(). The workers
  * block every other signal, so process-directed signals go to the
  * program's own threads. The io_uring backend sends no signal.
+ *
+ * Threads. The epoll backend starts its pool's workers in rl_loop_open(),
+ * and one more thread for each request that may block for good while the
+ * others are busy with such requests (an open of a FIFO for writing, a
+ * write into a pipe, a read of a device that cannot be polled: up to 64
+ * at once). When the system refuses that thread (pthread_create() fails,
+ * -EAGAIN at RLIMIT_NPROC), the request ends with that error at once
+ * rather than wait for a thread that may never come; what a write_file
+ * wrote into a full pipe before then stays written. The io_uring backend
+ * starts no thread of its own.
  */
 
 /* ------------------------------------------------------------- lifecycle */
@@ -247,7 +257,10 @@ void rl_options_init(struct rl_options *opt);
  * under a low RLIMIT_MEMLOCK on kernels before 5.12, which charge rings
  * to it), and rl_loop_backend_reason() says why. Asking for uring where
  * it is refused fails with that error; an unsupported knob or combination
- * of knobs fails with -EINVAL. Returns 0 and sets *out, or -errno.
+ * of knobs fails with -EINVAL. An epoll loop starts its pool's threads
+ * here: when the system refuses one (RLIMIT_NPROC, a seccomp filter,
+ * memory), the open fails with pthread_create()'s error, -EAGAIN, and
+ * nothing is left running. Returns 0 and sets *out, or -errno.
  */
 int rl_loop_open(rl_loop **out, const struct rl_options *opt);
 
@@ -1079,7 +1092,9 @@ void rl_group_options_init(struct rl_group_options *opt);
 /*
  * Opens the loops (at most 256), each on the thread that will run it, and
  * starts their threads. Returns 0 and sets *out, or -errno (a loop that
- * could not open: nothing is left running).
+ * could not open, or -EAGAIN from pthread_create() for a thread the
+ * system refused: the threads already started are stopped and joined,
+ * their loops closed, and nothing is left running).
  */
 int rl_group_open(rl_group **out, const struct rl_group_options *opt);
 
