@@ -571,10 +571,15 @@ static bool push_queue(rl_loop *loop, struct rl__uring *u, struct rl__fifo *q)
 {
 	rl_req *req;
 
-	while ((req = q->head)) {
-		if (!push(loop, u, req))
+	while ((req = rl__fifo_pop(q))) {
+		/* Off q before push(): a lent read that cannot get its buffer
+		 * completes inside push(), and rl__complete() links it into
+		 * the ready queue through the word that links q, which would
+		 * cut off every request queued behind it. */
+		if (!push(loop, u, req)) {
+			rl__fifo_push_head(q, req);
 			return false;
-		rl__fifo_pop(q);
+		}
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 	}
 	return true;
