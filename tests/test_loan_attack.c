@@ -85,11 +85,11 @@ static int lend(rl_loop *loop, struct lent *l, const char *path, size_t hint,
 /* Runs loop until cond holds or ms pass; each pass waits at most for the
  * guard timer the caller started, so a lost request fails the test's
  * assertions instead of hanging it. */
-#define RUN_UNTIL(loop, cond, ms)                                          \
-	do {                                                               \
-		uint64_t end_ = tnow_ms() + (ms);                          \
-		while (!(cond) && tnow_ms() < end_)                        \
-			cr_assert_geq(rl_run((loop), RL_RUN_ONCE), 0);     \
+#define RUN_UNTIL(loop, cond, ms)                                      \
+	do {                                                           \
+		uint64_t end_ = tnow_ms() + (ms);                      \
+		while (!(cond) && tnow_ms() < end_)                    \
+			cr_assert_geq(rl_run((loop), RL_RUN_ONCE), 0); \
 	} while (0)
 
 static void guard_cb(rl_timer *t, int status)
@@ -159,7 +159,8 @@ BACKEND_TEST(loan_attack, loan_failing_in_the_queue_keeps_the_queue)
 			l[i].name = "small";
 			l[i].size = 12;
 		}
-		refused[i] = lend(loop, &l[i], small, big ? big_hint : 16, NULL);
+		refused[i] =
+			lend(loop, &l[i], small, big ? big_hint : 16, NULL);
 	}
 	RUN_UNTIL(loop, ({
 			  bool all = true;
@@ -189,5 +190,79 @@ BACKEND_TEST(loan_attack, loan_failing_in_the_queue_keeps_the_queue)
 	cr_assert_eq(rl_fs_loans_out(loop), 0);
 	tclose(loop);
 	free(small);
+	alarm(0);
+}
+
+/* ------------------------------------------- hints and read_file_max */
+
+/*
+ * rl_options.read_file_max bounds a lent buffer as it bounds a grown one
+ * (reliability::read_file_max_is_the_cap): a file of exactly the cap is
+ * read, one byte more is -EFBIG, and the buffer the callback sees is never
+ * larger than the cap, whatever the hint and whatever size class the loan
+ * rounds it up to. Caps below the smallest class (256 bytes), between two
+ * classes and at one.
+ */
+BACKEND_TEST(loan_attack, read_file_max_bounds_the_lent_buffer)
+{
+	static const size_t maxes[] = { 100, 300, 4096, 5000 };
+	struct rl_options opt;
+	char name[32];
+
+	alarm(60);
+	for (size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++) {
+		const size_t max = maxes[m];
+		const size_t hints[] = {
+			0, 1, 16, max - 1, max, max + 1, (size_t)1 << 20
+		};
+		enum { H = sizeof(hints) / sizeof(hints[0]) };
+		struct lent l[2 * H];
+		char *fit, *over;
+		rl_loop *loop;
+
+		memset(l, 0, sizeof(l));
+		rl_options_init(&opt);
+		opt.read_file_max = max;
+		loop = tloop_opts(tp, &opt);
+		snprintf(name, sizeof(name), "fit%zu", max);
+		fit = strdup(tfile(name, max));
+		char *fit_name = strdup(name);
+		snprintf(name, sizeof(name), "over%zu", max);
+		over = strdup(tfile(name, max + 1));
+		/* Twice: the second round gets kept buffers. */
+		for (int round = 0; round < 2; round++) {
+			for (int i = 0; i < H; i++) {
+				l[2 * i].name = fit_name;
+				l[2 * i].size = max;
+				l[2 * i].calls = 0;
+				cr_assert_eq(lend(loop, &l[2 * i], fit,
+						  hints[i], NULL),
+					     0);
+				l[2 * i + 1].calls = 0;
+				cr_assert_eq(lend(loop, &l[2 * i + 1], over,
+						  hints[i], NULL),
+					     0);
+			}
+			trun(loop);
+			for (int i = 0; i < 2 * H; i++) {
+				cr_assert_eq(l[i].calls, 1);
+				cr_assert_eq(l[i].result,
+					     i % 2 ? -EFBIG : (int64_t)max,
+					     "max %zu, hint %zu, %s: %lld", max,
+					     hints[i / 2],
+					     i % 2 ? "over" : "fit",
+					     (long long)l[i].result);
+				cr_assert_leq(l[i].cap, max,
+					      "max %zu, hint %zu: a buffer of "
+					      "%zu bytes",
+					      max, hints[i / 2], l[i].cap);
+			}
+			cr_assert_eq(rl_fs_loans_out(loop), 0);
+		}
+		tclose(loop);
+		free(fit);
+		free(over);
+		free(fit_name);
+	}
 	alarm(0);
 }
