@@ -266,3 +266,465 @@ BACKEND_TEST(loan_attack, read_file_max_bounds_the_lent_buffer)
 	}
 	alarm(0);
 }
+
+/*
+ * Hints at the edges of the size classes and of the files: every size
+ * from 0 to 1 MiB + 1 read with every hint, twice (the second time from
+ * kept buffers), and hints past what a request may ask refused at once.
+ */
+BACKEND_TEST(loan_attack, class_edges_and_absurd_hints)
+{
+	static const size_t sizes[] = {
+		0, 1, 255, 256, 257, (1 << 20) - 1, (1 << 20), (1 << 20) + 1
+	};
+	static const size_t hints[] = {
+		0, 1, 255, 256, 257, (1 << 20) - 1, (1 << 20), (1 << 20) + 1
+	};
+	enum { S = sizeof(sizes) / sizeof(sizes[0]) };
+	enum { H = sizeof(hints) / sizeof(hints[0]) };
+	static const size_t absurd[] = { (size_t)INT_MAX + 1, SIZE_MAX,
+					 SIZE_MAX / 2, SIZE_MAX - 4095 };
+	struct lent *l = calloc(S * H, sizeof(*l));
+	char *paths[S], *names[S];
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	for (int s = 0; s < S; s++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "s%zu", sizes[s]);
+		names[s] = strdup(name);
+		paths[s] = strdup(tfile(name, sizes[s]));
+	}
+	for (size_t a = 0; a < sizeof(absurd) / sizeof(absurd[0]); a++)
+		cr_assert_eq(lend(loop, &l[0], paths[0], absurd[a], NULL),
+			     -EINVAL, "hint %zu", absurd[a]);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	for (int round = 0; round < 2; round++) {
+		for (int s = 0; s < S; s++)
+			for (int h = 0; h < H; h++) {
+				struct lent *x = &l[s * H + h];
+
+				x->name = names[s];
+				x->size = sizes[s];
+				x->calls = 0;
+				cr_assert_eq(
+					lend(loop, x, paths[s], hints[h], NULL),
+					0);
+			}
+		trun(loop);
+		for (int i = 0; i < S * H; i++) {
+			cr_assert_eq(l[i].calls, 1, "size %zu hint %zu: %d",
+				     sizes[i / H], hints[i % H], l[i].calls);
+			cr_assert_eq(l[i].result, (int64_t)sizes[i / H]);
+			/* At least the hint, in the smallest class. */
+			cr_assert_geq(l[i].cap, hints[i % H]);
+			cr_assert_geq(l[i].cap, 256);
+		}
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+		cr_assert_leq(rl_fs_loans_kept(loop), (size_t)64 << 20);
+	}
+	tclose(loop);
+	for (int s = 0; s < S; s++) {
+		free(paths[s]);
+		free(names[s]);
+	}
+	free(l);
+	alarm(0);
+}
+
+/* /dev/zero up to caps at the 1 MiB edge: -EFBIG with a buffer of exactly
+ * the cap, which comes back (kept when it is at most 1 MiB). */
+BACKEND_TEST(loan_attack, dev_zero_up_to_the_cap)
+{
+	static const size_t maxes[] = { (1 << 20) - 1, 1 << 20, (1 << 20) + 1 };
+	struct rl_options opt;
+
+	alarm(60);
+	for (size_t m = 0; m < 3; m++) {
+		struct lent l[3];
+		rl_loop *loop;
+
+		memset(l, 0, sizeof(l));
+		rl_options_init(&opt);
+		opt.read_file_max = maxes[m];
+		loop = tloop_opts(tp, &opt);
+		for (int round = 0; round < 2; round++) {
+			for (int i = 0; i < 3; i++) {
+				l[i].calls = 0;
+				cr_assert_eq(lend(loop, &l[i], "/dev/zero",
+						  i * 1000, NULL),
+					     0);
+			}
+			trun(loop);
+			for (int i = 0; i < 3; i++) {
+				cr_assert_eq(l[i].calls, 1);
+				cr_assert_eq(l[i].result, -EFBIG);
+				cr_assert_eq(l[i].cap, maxes[m], "cap %zu",
+					     l[i].cap);
+			}
+			cr_assert_eq(rl_fs_loans_out(loop), 0);
+			cr_assert_leq(rl_fs_loans_kept(loop),
+				      maxes[m] <= (1 << 20) ? 3 * maxes[m]
+							    : 3 << 20);
+		}
+		tclose(loop);
+	}
+	alarm(0);
+}
+
+/* ------------------------------------------------- hostile callbacks */
+
+/*
+ * Each callback of a chain, its buffer still lent: rl_run() and
+ * rl_loop_close() are refused (-EBUSY), then the request is reused for
+ * the next step, in turn a lent read of another size class, a stat, a
+ * read_file into a buffer the loop grows for the caller, a lent read of
+ * /dev/zero that ends in -EFBIG, a cancelled lent read; and every fourth
+ * callback starts a lent read on a request of its own as well.
+ */
+struct reuse {
+	struct lent l;
+	rl_loop *loop;
+	const char *small, *big;
+	struct statx stx;
+	int step, left;
+	int stats, owned, efbig, cancelled, reads;
+	struct lent extra[64];
+	int nextra;
+};
+
+static void reuse_cb(rl_req *req);
+
+static void reuse_next(struct reuse *r)
+{
+	rl_req *req = &r->l.req;
+	int kind = r->step++ % 5, ret;
+
+	r->l.name = NULL;
+	switch (kind) {
+	case 0:
+		r->l.name = (r->step / 5) % 2 ? "big" : "small";
+		r->l.size = (r->step / 5) % 2 ? 100000 : 12;
+		ret = lend(r->loop, &r->l, (r->step / 5) % 2 ? r->big : r->small,
+			   (size_t)r->step * 37, reuse_cb);
+		break;
+	case 1:
+		rl_req_init(req);
+		ret = rl_fs_stat(r->loop, req, r->small, &r->stx, reuse_cb);
+		break;
+	case 2:
+		rl_req_init(req);
+		ret = rl_fs_read_file(r->loop, req, r->big, NULL, 16,
+				      RL_READ_FILE_GROW, reuse_cb);
+		break;
+	case 3:
+		ret = lend(r->loop, &r->l, "/dev/zero", 0, reuse_cb);
+		break;
+	default:
+		ret = lend(r->loop, &r->l, r->small, 0, reuse_cb);
+		if (ret == 0)
+			cr_assert_eq(rl_cancel(r->loop, req), 0);
+		break;
+	}
+	cr_assert_eq(ret, 0, "step %d: %d", r->step, ret);
+	req->data = r;
+}
+
+static void reuse_cb(rl_req *req)
+{
+	struct reuse *r = req->data;
+	int kind = (r->step - 1) % 5;
+
+	cr_assert_eq(rl_run(r->loop, RL_RUN_NOWAIT), -EBUSY);
+	cr_assert_eq(rl_run(r->loop, RL_RUN_DEFAULT), -EBUSY);
+	cr_assert_eq(rl_loop_close(r->loop), -EBUSY);
+	switch (kind) {
+	case 0:
+		lent_check(&r->l, req);
+		cr_assert_geq(req->result, 0);
+		r->reads++;
+		break;
+	case 1:
+		cr_assert_eq(req->result, 0);
+		cr_assert_eq(r->stx.stx_size, 12);
+		r->stats++;
+		break;
+	case 2:
+		cr_assert_eq(req->result, 100000);
+		tcheck("big", req->buf, 100000);
+		/* Not lent: the caller's to free. */
+		free(req->buf);
+		r->owned++;
+		break;
+	case 3:
+		cr_assert_eq(req->result, -EFBIG);
+		r->efbig++;
+		break;
+	default:
+		cr_assert(req->result == -ECANCELED || req->result == 12,
+			  "%lld", (long long)req->result);
+		if (req->result == 12)
+			tcheck("small", req->buf, 12);
+		r->cancelled++;
+		break;
+	}
+	if (r->step % 4 == 0 && r->nextra < 64) {
+		struct lent *x = &r->extra[r->nextra++];
+
+		x->name = "big";
+		x->size = 100000;
+		cr_assert_eq(lend(r->loop, x, r->big, 1, NULL), 0);
+	}
+	if (--r->left > 0)
+		reuse_next(r);
+}
+
+BACKEND_TEST(loan_attack, callbacks_reuse_their_request_every_way)
+{
+	struct reuse *r = calloc(1, sizeof(*r));
+	struct rl_options opt;
+
+	alarm(60);
+	rl_options_init(&opt);
+	opt.read_file_max = 256 << 10;
+	r->loop = tloop_opts(tp, &opt);
+	r->small = strdup(tfile("small", 12));
+	r->big = strdup(tfile("big", 100000));
+	r->left = 250;
+	reuse_next(r);
+	trun(r->loop);
+	cr_assert_eq(r->left, 0);
+	cr_assert_eq(r->reads, 50);
+	cr_assert_eq(r->stats, 50);
+	cr_assert_eq(r->owned, 50);
+	cr_assert_eq(r->efbig, 50);
+	cr_assert_eq(r->cancelled, 50);
+	cr_assert_eq(r->nextra, 62);
+	for (int i = 0; i < r->nextra; i++)
+		cr_assert_eq(r->extra[i].calls, 1);
+	cr_assert_eq(rl_fs_loans_out(r->loop), 0);
+	tclose(r->loop);
+	free((void *)r->small);
+	free((void *)r->big);
+	free(r);
+	alarm(0);
+}
+
+/*
+ * rl_stop() from the first callback of a burst, then a wait so that the
+ * rest completes in the kernel or the pool, then rl_loop_close() without
+ * running the loop again: every callback runs once (from the close), with
+ * its data or -ECANCELED, and no buffer is left (ASan, Valgrind).
+ */
+struct stopper {
+	struct lent l;
+	rl_loop *loop;
+	int *stops;
+};
+
+static void stop_cb(rl_req *req)
+{
+	struct stopper *s = (struct stopper *)req;
+
+	lent_check(&s->l, req);
+	if ((*s->stops)++ == 0)
+		rl_stop(s->loop);
+}
+
+BACKEND_TEST(loan_attack, stopped_with_lent_reads_done_then_closed)
+{
+	enum { N = 300 };
+	struct stopper *s = calloc(N, sizeof(*s));
+	struct rl_options opt;
+	int stops = 0, done = 0;
+	char *small, *big;
+	rl_loop *loop;
+
+	alarm(60);
+	rl_options_init(&opt);
+	opt.direct_slots = 16;
+	loop = tloop_opts(tp, &opt);
+	small = strdup(tfile("small", 12));
+	big = strdup(tfile("big", 70000));
+	for (int i = 0; i < N; i++) {
+		s[i].loop = loop;
+		s[i].stops = &stops;
+		s[i].l.name = i % 3 ? "small" : "big";
+		s[i].l.size = i % 3 ? 12 : 70000;
+		cr_assert_eq(lend(loop, &s[i].l, i % 3 ? small : big, 16,
+				  stop_cb),
+			     0);
+	}
+	cr_assert_geq(rl_run(loop, RL_RUN_DEFAULT), 0);
+	cr_assert_geq(stops, 1);
+	usleep(20000);
+	tclose(loop);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(s[i].l.calls, 1, "read %d: %d calls", i,
+			     s[i].l.calls);
+		cr_assert(s[i].l.result >= 0 || s[i].l.result == -ECANCELED,
+			  "read %d: %lld", i, (long long)s[i].l.result);
+		done += s[i].l.result >= 0;
+	}
+	cr_assert_geq(done, 1);
+	free(s);
+	free(small);
+	free(big);
+	alarm(0);
+}
+
+/* ----------------------------------------------- cancels and deadlines */
+
+/*
+ * Each callback of a burst cancels the next three reads of the burst,
+ * whatever they are doing: waiting for a slot, in the kernel or the pool,
+ * done but not called back (-ENOENT), cancelled already (-EALREADY).
+ * Every read calls back once, with its whole file or -ECANCELED. Many
+ * rounds on one loop, so kept buffers go round.
+ */
+struct storm {
+	struct lent l;
+	struct storm *all;
+	int i, n;
+	int *refusals;
+};
+
+static void storm_cb(rl_req *req)
+{
+	struct storm *s = (struct storm *)req;
+
+	lent_check(&s->l, req);
+	cr_assert(req->result >= 0 || req->result == -ECANCELED, "%lld",
+		  (long long)req->result);
+	for (int k = 1; k <= 3 && s->i + k < s->n; k++) {
+		int ret = rl_cancel(req->loop, &s->all[s->i + k].l.req);
+
+		cr_assert(ret == 0 || ret == -ENOENT || ret == -EALREADY,
+			  "%d", ret);
+		if (ret)
+			(*s->refusals)++;
+	}
+}
+
+BACKEND_TEST(loan_attack, cancels_from_the_burst_own_callbacks)
+{
+	enum { N = 200, ROUNDS = 8 };
+	struct storm *s = calloc(N, sizeof(*s));
+	struct rl_options opt;
+	int refusals = 0, cancelled = 0;
+	char *small, *mid;
+	rl_loop *loop;
+
+	alarm(60);
+	rl_options_init(&opt);
+	opt.direct_slots = 8;
+	loop = tloop_opts(tp, &opt);
+	small = strdup(tfile("small", 12));
+	mid = strdup(tfile("mid", 5000));
+	for (int round = 0; round < ROUNDS; round++) {
+		for (int i = 0; i < N; i++) {
+			s[i] = (struct storm){ .all = s,
+					       .i = i,
+					       .n = N,
+					       .refusals = &refusals };
+			s[i].l.name = i % 2 ? "mid" : "small";
+			s[i].l.size = i % 2 ? 5000 : 12;
+			cr_assert_eq(lend(loop, &s[i].l, i % 2 ? mid : small,
+					  (size_t)round * 300, storm_cb),
+				     0);
+		}
+		/* And some cancelled before the loop runs at all. */
+		for (int i = round; i < N; i += 17)
+			cr_assert_eq(rl_cancel(loop, &s[i].l.req), 0);
+		trun(loop);
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(s[i].l.calls, 1, "round %d read %d: %d",
+				     round, i, s[i].l.calls);
+			cancelled += s[i].l.result == -ECANCELED;
+		}
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+	}
+	cr_assert_gt(cancelled, 0);
+	tclose(loop);
+	free(s);
+	free(small);
+	free(mid);
+	alarm(0);
+}
+
+/*
+ * Deadlines on lent reads: reads of a FIFO nobody writes to (they wait
+ * for ever, holding a buffer on epoll and a slot on io_uring) end with
+ * -ETIMEDOUT; reads of a regular file with a deadline of 0 or 1 ms end
+ * with their data or -ETIMEDOUT. Many rounds.
+ */
+struct timed {
+	struct lent l;
+	rl_timer timer;
+	bool fifo;
+};
+
+static void timed_cb(rl_req *req)
+{
+	struct timed *t = (struct timed *)req;
+
+	lent_check(&t->l, req);
+	if (t->fifo)
+		cr_assert_eq(req->result, -ETIMEDOUT, "fifo: %lld",
+			     (long long)req->result);
+	else
+		cr_assert(req->result == 12 || req->result == -ETIMEDOUT,
+			  "%lld", (long long)req->result);
+}
+
+BACKEND_TEST(loan_attack, deadlines_fire_on_lent_reads)
+{
+	enum { N = 24 };
+	int rounds = valgrind() ? 4 : 12;
+	struct timed *t = calloc(N, sizeof(*t));
+	struct rl_options opt;
+	char *small, *fifo;
+	rl_loop *loop;
+	int timed_out = 0;
+
+	alarm(60);
+	rl_options_init(&opt);
+	opt.direct_slots = 8;
+	loop = tloop_opts(tp, &opt);
+	small = strdup(tfile("small", 12));
+	fifo = strdup(tpath("fifo"));
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	for (int round = 0; round < rounds; round++) {
+		for (int i = 0; i < N; i++) {
+			memset(&t[i], 0, sizeof(t[i]));
+			t[i].fifo = i % 4 == 0;
+			if (!t[i].fifo) {
+				t[i].l.name = "small";
+				t[i].l.size = 12;
+			}
+			cr_assert_eq(lend(loop, &t[i].l,
+					  t[i].fifo ? fifo : small, 64,
+					  timed_cb),
+				     0);
+			cr_assert_eq(rl_req_deadline(loop, &t[i].l.req,
+						     &t[i].timer,
+						     t[i].fifo ? 2 + i % 3
+							       : i % 2),
+				     0);
+		}
+		trun(loop);
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(t[i].l.calls, 1, "round %d read %d: %d",
+				     round, i, t[i].l.calls);
+			timed_out += t[i].l.result == -ETIMEDOUT;
+		}
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+	}
+	cr_assert_geq(timed_out, rounds * N / 4);
+	tclose(loop);
+	free(t);
+	free(small);
+	free(fifo);
+	alarm(0);
+}
