@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -406,7 +407,8 @@ static void reuse_next(struct reuse *r)
 	case 0:
 		r->l.name = (r->step / 5) % 2 ? "big" : "small";
 		r->l.size = (r->step / 5) % 2 ? 100000 : 12;
-		ret = lend(r->loop, &r->l, (r->step / 5) % 2 ? r->big : r->small,
+		ret = lend(r->loop, &r->l,
+			   (r->step / 5) % 2 ? r->big : r->small,
 			   (size_t)r->step * 37, reuse_cb);
 		break;
 	case 1:
@@ -552,9 +554,9 @@ BACKEND_TEST(loan_attack, stopped_with_lent_reads_done_then_closed)
 		s[i].stops = &stops;
 		s[i].l.name = i % 3 ? "small" : "big";
 		s[i].l.size = i % 3 ? 12 : 70000;
-		cr_assert_eq(lend(loop, &s[i].l, i % 3 ? small : big, 16,
-				  stop_cb),
-			     0);
+		cr_assert_eq(
+			lend(loop, &s[i].l, i % 3 ? small : big, 16, stop_cb),
+			0);
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_DEFAULT), 0);
 	cr_assert_geq(stops, 1);
@@ -600,8 +602,8 @@ static void storm_cb(rl_req *req)
 	for (int k = 1; k <= 3 && s->i + k < s->n; k++) {
 		int ret = rl_cancel(req->loop, &s->all[s->i + k].l.req);
 
-		cr_assert(ret == 0 || ret == -ENOENT || ret == -EALREADY,
-			  "%d", ret);
+		cr_assert(ret == 0 || ret == -ENOENT || ret == -EALREADY, "%d",
+			  ret);
 		if (ret)
 			(*s->refusals)++;
 	}
@@ -624,10 +626,9 @@ BACKEND_TEST(loan_attack, cancels_from_the_burst_own_callbacks)
 	mid = strdup(tfile("mid", 5000));
 	for (int round = 0; round < ROUNDS; round++) {
 		for (int i = 0; i < N; i++) {
-			s[i] = (struct storm){ .all = s,
-					       .i = i,
-					       .n = N,
-					       .refusals = &refusals };
+			s[i] = (struct storm){
+				.all = s, .i = i, .n = N, .refusals = &refusals
+			};
 			s[i].l.name = i % 2 ? "mid" : "small";
 			s[i].l.size = i % 2 ? 5000 : 12;
 			cr_assert_eq(lend(loop, &s[i].l, i % 2 ? mid : small,
@@ -707,11 +708,10 @@ BACKEND_TEST(loan_attack, deadlines_fire_on_lent_reads)
 					  t[i].fifo ? fifo : small, 64,
 					  timed_cb),
 				     0);
-			cr_assert_eq(rl_req_deadline(loop, &t[i].l.req,
-						     &t[i].timer,
-						     t[i].fifo ? 2 + i % 3
-							       : i % 2),
-				     0);
+			cr_assert_eq(
+				rl_req_deadline(loop, &t[i].l.req, &t[i].timer,
+						t[i].fifo ? 2 + i % 3 : i % 2),
+				0);
 		}
 		trun(loop);
 		for (int i = 0; i < N; i++) {
@@ -726,5 +726,309 @@ BACKEND_TEST(loan_attack, deadlines_fire_on_lent_reads)
 	free(t);
 	free(small);
 	free(fifo);
+	alarm(0);
+}
+
+/* --------------------------------------------- files that move under it */
+
+/*
+ * A thread replaces a file (rename) by a version of 5,000 bytes, then
+ * appends to it up to 300,000, over and over, while bursts of lent reads
+ * asking for 16 bytes read it: each read gets a prefix of the pattern of
+ * 5,000 to 300,000 bytes (the file grew between its size and its reads,
+ * or was replaced by a smaller one), in a buffer grown, or not, from a
+ * kept one. The loop never waits for the thread. (Not ftruncate() of the
+ * same file: a read racing a truncation may copy the zeroes the kernel
+ * writes past the new end, which no loop can tell from data.)
+ */
+struct churn {
+	const char *path, *tmp;
+	atomic_bool stop;
+	int passes;
+};
+
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+	unsigned char *data = malloc(300000);
+
+	if (!data)
+		abort();
+	for (size_t i = 0; i < 300000; i++)
+		data[i] = tbyte("churn", i);
+	while (!atomic_load(&c->stop)) {
+		int fd = open(c->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			      0644);
+
+		if (fd < 0 || write(fd, data, 5000) != 5000 ||
+		    rename(c->tmp, c->path) != 0)
+			abort();
+		for (size_t off = 5000; off < 300000; off += 7000) {
+			size_t n = 300000 - off < 7000 ? 300000 - off : 7000;
+
+			if (write(fd, data + off, n) != (ssize_t)n)
+				abort();
+		}
+		close(fd);
+		c->passes++;
+	}
+	free(data);
+	return NULL;
+}
+
+static void churn_cb(rl_req *req)
+{
+	struct lent *l = (struct lent *)req;
+
+	lent_check(l, req);
+	cr_assert_geq(req->result, 5000);
+	cr_assert_leq(req->result, 300000);
+	tcheck("churn", req->buf, (size_t)req->result);
+}
+
+BACKEND_TEST(loan_attack, file_shrinking_and_growing_under_the_reads)
+{
+	enum { N = 32 };
+	int rounds = valgrind() ? 5 : 40;
+	struct lent l[N];
+	struct churn c = { 0 };
+	pthread_t th;
+	rl_loop *loop = tloop(tp);
+	char *path;
+
+	alarm(60);
+	path = strdup(tfile("churn", 300000));
+	c.path = path;
+	c.tmp = strdup(tpath("churn.tmp"));
+	atomic_init(&c.stop, false);
+	cr_assert_eq(pthread_create(&th, NULL, churn_main, &c), 0);
+	for (int round = 0; round < rounds; round++) {
+		memset(l, 0, sizeof(l));
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(lend(loop, &l[i], path, 16, churn_cb), 0);
+		trun(loop);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(l[i].calls, 1);
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+	}
+	atomic_store(&c.stop, true);
+	pthread_join(th, NULL);
+	tclose(loop);
+	free(path);
+	free((void *)c.tmp);
+	alarm(0);
+}
+
+/* procfs files that say size 0 and hand out a record at a time, several
+ * at once, from hints of 1 byte: each grows its buffer from the smallest
+ * class, and the buffers come back. */
+static void proc_cb(rl_req *req)
+{
+	struct lent *l = (struct lent *)req;
+
+	lent_check(l, req);
+	cr_assert_gt(req->result, 0);
+	/* Text to its end: no NUL inside what was read. */
+	cr_assert_null(memchr(req->buf, 0, (size_t)req->result));
+}
+
+BACKEND_TEST(loan_attack, procfs_bursts_from_one_byte_hints)
+{
+	static const char *const files[] = { "/proc/self/maps",
+					     "/proc/self/status",
+					     "/proc/self/smaps",
+					     "/proc/self/mountinfo" };
+	enum { N = 40 };
+	struct lent l[N];
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	for (int round = 0; round < 3; round++) {
+		memset(l, 0, sizeof(l));
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(
+				lend(loop, &l[i], files[i % 4], 1, proc_cb), 0);
+		trun(loop);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(l[i].calls, 1);
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+	}
+	tclose(loop);
+	alarm(0);
+}
+
+/* ---------------------------------------------------------------- FIFOs */
+
+/*
+ * FIFOs whose writer is a thread: one that opens and goes without a byte
+ * (0 bytes), one that writes 600 bytes a byte at a time with pauses (the
+ * buffer grows from 256 bytes while the bytes trickle in), and one that
+ * floods past read_file_max (-EFBIG: the reader goes, the writer sees
+ * EPIPE). The loop waits for the writers: not on io_uring under
+ * Valgrind.
+ */
+struct fifo_job {
+	const char *path;
+	int mode; /* 0: nothing, 1: a byte at a time, 2: flood */
+};
+
+static void *fifo_writer(void *arg)
+{
+	struct fifo_job *j = arg;
+	static const char chunk[4096];
+	int fd = open(j->path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	if (j->mode == 1) {
+		for (int i = 0; i < 600; i++) {
+			unsigned char b = (unsigned char)(i * 13 + 1);
+
+			if (write(fd, &b, 1) != 1)
+				abort();
+			if (i % 50 == 0)
+				usleep(2000);
+		}
+	} else if (j->mode == 2) {
+		for (int i = 0; i < 64; i++)
+			if (write(fd, chunk, sizeof(chunk)) <= 0)
+				break; /* the reader gave up: EPIPE */
+	}
+	close(fd);
+	return NULL;
+}
+
+struct fifo_read {
+	struct lent l;
+	int mode;
+};
+
+static void fifo_cb(rl_req *req)
+{
+	struct fifo_read *f = (struct fifo_read *)req;
+	const unsigned char *p = req->buf;
+
+	lent_check(&f->l, req);
+	switch (f->mode) {
+	case 0:
+		cr_assert_eq(req->result, 0);
+		break;
+	case 1:
+		cr_assert_eq(req->result, 600);
+		for (int i = 0; i < 600; i++)
+			cr_assert_eq(p[i], (unsigned char)(i * 13 + 1),
+				     "byte %d", i);
+		break;
+	default:
+		cr_assert_eq(req->result, -EFBIG);
+		cr_assert_leq(req->len, 64 << 10);
+	}
+}
+
+BACKEND_TEST(loan_attack, fifo_writers_gone_slow_and_flooding)
+{
+	struct fifo_job jobs[3];
+	struct fifo_read f[3];
+	struct rl_options opt;
+	pthread_t th[3];
+	char *paths[3];
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	signal(SIGPIPE, SIG_IGN);
+	alarm(60);
+	rl_options_init(&opt);
+	opt.read_file_max = 64 << 10;
+	loop = tloop_opts(tp, &opt);
+	for (int round = 0; round < 3; round++) {
+		memset(f, 0, sizeof(f));
+		for (int i = 0; i < 3; i++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "fifo%d", i);
+			paths[i] = strdup(tpath(name));
+			if (round == 0)
+				cr_assert_eq(mkfifo(paths[i], 0600), 0);
+			f[i].mode = i;
+			cr_assert_eq(lend(loop, &f[i].l, paths[i], 1, fifo_cb),
+				     0);
+			jobs[i] = (struct fifo_job){ paths[i], i };
+			cr_assert_eq(pthread_create(&th[i], NULL, fifo_writer,
+						    &jobs[i]),
+				     0);
+		}
+		TRUN_UNTIL(loop, f[0].l.calls && f[1].l.calls && f[2].l.calls);
+		for (int i = 0; i < 3; i++) {
+			pthread_join(th[i], NULL);
+			cr_assert_eq(f[i].l.calls, 1);
+			free(paths[i]);
+		}
+		trun(loop);
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+	}
+	tclose(loop);
+	alarm(0);
+}
+
+/* ------------------------------------------------------- out of fds */
+
+/*
+ * RLIMIT_NOFILE a few fds above what is open: a burst of lent reads waits
+ * for the loop's own fds (or, where nothing of the loop's holds one, fails
+ * with -EMFILE); every read calls back once, with its data or -EMFILE,
+ * and the buffers of those that waited come back. Valgrind does not let
+ * the limit be lowered.
+ */
+BACKEND_TEST(loan_attack, out_of_fds_wait_holds_buffers_and_gives_them_back)
+{
+	enum { N = 400 };
+	struct lent *l = calloc(N, sizeof(*l));
+	struct rlimit old, lim;
+	struct rl_options opt;
+	char *small, *big;
+	rl_loop *loop;
+	int ok = 0;
+
+	if (valgrind())
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	alarm(60);
+	rl_options_init(&opt);
+	opt.direct_slots = 16;
+	loop = tloop_opts(tp, &opt);
+	small = strdup(tfile("small", 12));
+	big = strdup(tfile("big", 40000));
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	lim = old;
+	/* The highest fd in use may be above the count: leave room. */
+	lim.rlim_cur = (rlim_t)tfd_count() + 3;
+	{
+		int hi = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		cr_assert_geq(hi, 0);
+		if ((rlim_t)hi + 3 > lim.rlim_cur)
+			lim.rlim_cur = (rlim_t)hi + 3;
+		close(hi);
+	}
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	for (int i = 0; i < N; i++) {
+		l[i].name = i % 2 ? "big" : "small";
+		l[i].size = i % 2 ? 40000 : 12;
+		cr_assert_eq(lend(loop, &l[i], i % 2 ? big : small, 0, NULL),
+			     0);
+	}
+	trun(loop);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(l[i].calls, 1);
+		cr_assert(l[i].result >= 0 || l[i].result == -EMFILE,
+			  "read %d: %lld", i, (long long)l[i].result);
+		ok += l[i].result >= 0;
+	}
+	cr_assert_gt(ok, 0);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	tclose(loop);
+	free(l);
+	free(small);
+	free(big);
 	alarm(0);
 }
