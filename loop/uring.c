@@ -1169,6 +1169,11 @@ static void uring_flush(rl_loop *loop)
 	flush_sq(loop, rl__u(loop));
 }
 
+void rl__uring_submit_now(rl_loop *loop, struct rl__uring *u)
+{
+	flush_sq(loop, u);
+}
+
 /*
  * rl_run() returns. Files still lingering in slots with no slot in use
  * would stay open until the caller runs the loop again, which may be

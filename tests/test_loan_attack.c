@@ -658,7 +658,12 @@ BACKEND_TEST(loan_attack, cancels_from_the_burst_own_callbacks)
  * Deadlines on lent reads: reads of a FIFO nobody writes to (they wait
  * for ever, holding a buffer on epoll and a slot on io_uring) end with
  * -ETIMEDOUT; reads of a regular file with a deadline of 0 or 1 ms end
- * with their data or -ETIMEDOUT. Many rounds.
+ * with their data or -ETIMEDOUT. Many rounds. On io_uring the deadlines
+ * fire before the reads' chains were ever submitted: the cancels then
+ * went to the kernel in the same enter, behind the chains, and found
+ * nothing of a FIFO's read, which the open's completion had left in task
+ * work, and that read waited for ever (uring_fs.c now submits the chain,
+ * and its task work, before the cancel).
  */
 struct timed {
 	struct lent l;
@@ -687,6 +692,7 @@ BACKEND_TEST(loan_attack, deadlines_fire_on_lent_reads)
 	struct rl_options opt;
 	char *small, *fifo;
 	rl_loop *loop;
+	rl_timer guard;
 	int timed_out = 0;
 
 	alarm(60);
@@ -696,6 +702,9 @@ BACKEND_TEST(loan_attack, deadlines_fire_on_lent_reads)
 	small = strdup(tfile("small", 12));
 	fifo = strdup(tpath("fifo"));
 	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	/* A read that never ends fails the test instead of hanging it. */
+	rl_timer_init(&guard);
+	cr_assert_eq(rl_timer_start(loop, &guard, 10, 10, guard_cb), 0);
 	for (int round = 0; round < rounds; round++) {
 		for (int i = 0; i < N; i++) {
 			memset(&t[i], 0, sizeof(t[i]));
@@ -713,7 +722,23 @@ BACKEND_TEST(loan_attack, deadlines_fire_on_lent_reads)
 						t[i].fifo ? 2 + i % 3 : i % 2),
 				0);
 		}
-		trun(loop);
+		/* The deadlines count from the loop's now, taken when it
+		 * last ran: after this pause they are all due at the first
+		 * timers of the run, before the chains' SQEs have gone to
+		 * the kernel, and the cancels go in the same enter. */
+		usleep(5000);
+		RUN_UNTIL(loop, ({
+				  int c = 0;
+				  for (int i = 0; i < N; i++)
+					  c += t[i].l.calls;
+				  c == N;
+			  }),
+			  20000);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(t[i].l.calls, 1,
+				     "%s round %d read %d (%s): %d calls",
+				     tp_name(tp), round, i,
+				     t[i].fifo ? "fifo" : "file", t[i].l.calls);
 		for (int i = 0; i < N; i++) {
 			cr_assert_eq(t[i].l.calls, 1, "round %d read %d: %d",
 				     round, i, t[i].l.calls);
@@ -722,6 +747,7 @@ BACKEND_TEST(loan_attack, deadlines_fire_on_lent_reads)
 		cr_assert_eq(rl_fs_loans_out(loop), 0);
 	}
 	cr_assert_geq(timed_out, rounds * N / 4);
+	cr_assert_eq(rl_timer_stop(loop, &guard), 0);
 	tclose(loop);
 	free(t);
 	free(small);
@@ -1030,5 +1056,300 @@ BACKEND_TEST(loan_attack, out_of_fds_wait_holds_buffers_and_gives_them_back)
 	free(l);
 	free(small);
 	free(big);
+	alarm(0);
+}
+
+/* --------------------------------------------------------------- groups */
+
+/*
+ * A spreading group closed in the middle of a burst of lent reads: the
+ * home loop lent every buffer, the other loops fill (and grow: 100,000
+ * bytes from a hint of 16) some of them; every callback runs once, on
+ * the home loop, with its whole file or -ECANCELED, and nothing leaks.
+ */
+BACKEND_TEST(loan_attack, group_closed_mid_burst)
+{
+	enum { N = 300 };
+	struct lent *l = calloc(N, sizeof(*l));
+	char *small = strdup(tfile("small", 12));
+	char *big = strdup(tfile("big", 100000));
+	int done = 0;
+	rl_group *g;
+	rl_loop *home;
+
+	alarm(60);
+	g = tgroup(tp, 3, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
+	home = rl_group_loop(g, 0);
+	for (int round = 0; round < 2; round++) {
+		memset(l, 0, N * sizeof(*l));
+		for (int i = 0; i < N; i++) {
+			l[i].name = i % 3 ? "small" : "big";
+			l[i].size = i % 3 ? 12 : 100000;
+			cr_assert_eq(lend(home, &l[i], i % 3 ? small : big, 16,
+					  NULL),
+				     0);
+		}
+		if (round == 0) {
+			/* Run to the end once: every buffer back home. */
+			trun(home);
+			for (int i = 0; i < N; i++)
+				cr_assert_eq(l[i].calls, 1);
+			for (unsigned i = 0; i < 3; i++)
+				cr_assert_eq(
+					rl_fs_loans_out(rl_group_loop(g, i)),
+					0);
+			continue;
+		}
+		cr_assert_geq(rl_run(home, RL_RUN_NOWAIT), 0);
+		cr_assert_eq(rl_group_close(g), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(l[i].calls, 1, "read %d: %d calls", i, l[i].calls);
+		cr_assert(l[i].result >= 0 || l[i].result == -ECANCELED,
+			  "read %d: %lld", i, (long long)l[i].result);
+		done += l[i].result >= 0;
+	}
+	(void)done;
+	free(l);
+	free(small);
+	free(big);
+	alarm(0);
+}
+
+/*
+ * Spread lent reads whose callbacks submit their request again (three
+ * generations), cancel their neighbours, and read /dev/zero up to the
+ * cap on another loop: every callback once, and no loop of the group has
+ * a buffer out at the end.
+ */
+struct spread_read {
+	struct lent l;
+	struct spread_read *all;
+	int i, n, gen;
+	const char *small, *big;
+};
+
+static void spread_cb(rl_req *req)
+{
+	struct spread_read *s = (struct spread_read *)req;
+	int ret;
+
+	lent_check(&s->l, req);
+	if (s->i % 5 == 4)
+		cr_assert(req->result == -EFBIG || req->result == -ECANCELED,
+			  "%lld", (long long)req->result);
+	else
+		cr_assert(req->result >= 0 || req->result == -ECANCELED, "%lld",
+			  (long long)req->result);
+	if (s->i + 1 < s->n && s->i % 7 == 0) {
+		ret = rl_cancel(req->loop, &s->all[s->i + 1].l.req);
+		cr_assert(ret == 0 || ret == -ENOENT || ret == -EALREADY, "%d",
+			  ret);
+	}
+	if (++s->gen < 3) {
+		bool zero = s->i % 5 == 4;
+
+		s->l.name = zero ? NULL : s->gen % 2 ? "big" : "small";
+		s->l.size = s->gen % 2 ? 100000 : 12;
+		cr_assert_eq(lend(req->loop, &s->l,
+				  zero	       ? "/dev/zero"
+				  : s->gen % 2 ? s->big
+					       : s->small,
+				  (size_t)s->gen, spread_cb),
+			     0);
+	}
+}
+
+BACKEND_TEST(loan_attack, spread_reads_resubmit_cancel_and_grow)
+{
+	enum { N = 200 };
+	struct spread_read *s = calloc(N, sizeof(*s));
+	char *small = strdup(tfile("small", 12));
+	char *big = strdup(tfile("big", 100000));
+	struct rl_group_options opt;
+	rl_group *g;
+	rl_loop *home;
+
+	alarm(60);
+	rl_group_options_init(&opt);
+	opt.loops = 2;
+	opt.flags = RL_GROUP_SPREAD;
+	opt.loop.read_file_max = 256 << 10;
+	g = tgroup_opts(tp, &opt);
+	home = rl_group_loop(g, 0);
+	for (int i = 0; i < N; i++) {
+		bool zero = i % 5 == 4;
+
+		s[i].all = s;
+		s[i].i = i;
+		s[i].n = N;
+		s[i].small = small;
+		s[i].big = big;
+		s[i].l.name = zero ? NULL : "small";
+		s[i].l.size = 12;
+		cr_assert_eq(lend(home, &s[i].l, zero ? "/dev/zero" : small, 0,
+				  spread_cb),
+			     0);
+	}
+	trun(home);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(s[i].gen, 3, "read %d: generation %d", i,
+			     s[i].gen);
+		cr_assert_eq(s[i].l.calls, 3);
+	}
+	for (unsigned i = 0; i < rl_group_size(g); i++)
+		cr_assert_eq(rl_fs_loans_out(rl_group_loop(g, i)), 0, "loop %u",
+			     i);
+	cr_assert_eq(rl_group_close(g), 0);
+	free(s);
+	free(small);
+	free(big);
+	alarm(0);
+}
+
+/* ------------------------------------------------- the callback style */
+
+struct cb_expect {
+	const char *name;
+	size_t size;
+	int calls;
+	int err;
+};
+
+struct cb_state {
+	rl_cb_ctx *cbs;
+	rl_loop *loop;
+	const char *small, *big;
+	struct cb_expect *exp;
+	int nexp, max, started, done, trims;
+};
+
+static struct cb_state *g_cb;
+
+static void cb_read_done(int err, const void *data, size_t len, void *arg);
+
+static int cb_start(struct cb_state *st, int gen)
+{
+	struct cb_expect *e;
+
+	if (st->nexp >= st->max)
+		return 1;
+	e = &st->exp[st->nexp++];
+	e->name = (st->nexp + gen) % 3 ? "small" : "big";
+	e->size = (st->nexp + gen) % 3 ? 12 : 100000;
+	e->calls = gen; /* the generation, until its callback */
+	st->started++;
+	return rl_cb_fs_read_file(st->cbs, e->size == 12 ? st->small : st->big,
+				  cb_read_done, e);
+}
+
+static void cb_read_done(int err, const void *data, size_t len, void *arg)
+{
+	struct cb_expect *e = arg;
+	struct cb_state *st = g_cb;
+	int gen = e->calls;
+
+	e->calls = 1000; /* called */
+	e->err = err;
+	st->done++;
+	cr_assert_eq(rl_cb_ctx_close(st->cbs), -EBUSY);
+	if (err) {
+		cr_assert_eq(err, -ECANCELED);
+		cr_assert_null(data);
+		return;
+	}
+	cr_assert_eq(len, e->size);
+	tcheck(e->name, data, len);
+	if (st->done % 7 == 0) {
+		rl_cb_ctx_trim(st->cbs, 0);
+		st->trims++;
+	}
+	/* More started than finished, for three generations. */
+	if (gen < 3) {
+		cr_assert_eq(cb_start(st, gen + 1), 0);
+		cr_assert_eq(cb_start(st, gen + 1), 0);
+	}
+}
+
+static void cb_setup(struct cb_state *st, rl_loop *loop, int max)
+{
+	memset(st, 0, sizeof(*st));
+	st->loop = loop;
+	st->max = max;
+	st->exp = calloc((size_t)max, sizeof(*st->exp));
+	st->small = strdup(tfile("small", 12));
+	st->big = strdup(tfile("big", 100000));
+	cr_assert_eq(rl_cb_ctx_open(loop, &st->cbs), 0);
+	g_cb = st;
+}
+
+static void cb_teardown(struct cb_state *st)
+{
+	free(st->exp);
+	free((void *)st->small);
+	free((void *)st->big);
+	g_cb = NULL;
+}
+
+/*
+ * Bursts of the pooled read_file whose callbacks start two more each
+ * (three generations: 100 + 200 + 400 + 800 reads), trim the pool every
+ * seventh call, and try to close the context (-EBUSY): every read calls
+ * back once with its whole file, and at the end nothing is in flight or
+ * lent and the context closes.
+ */
+BACKEND_TEST(loan_attack, callback_style_fanout_with_trims)
+{
+	enum { FIRST = 100, MAX = FIRST * 15 };
+	struct cb_state st;
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	cb_setup(&st, loop, MAX);
+	for (int i = 0; i < FIRST; i++)
+		cr_assert_eq(cb_start(&st, 0), 0);
+	trun(loop);
+	cr_assert_eq(st.started, MAX);
+	cr_assert_eq(st.done, MAX);
+	for (int i = 0; i < MAX; i++) {
+		cr_assert_eq(st.exp[i].calls, 1000, "read %d", i);
+		cr_assert_eq(st.exp[i].err, 0);
+	}
+	cr_assert_gt(st.trims, 0);
+	cr_assert_eq(rl_cb_ctx_in_flight(st.cbs), 0);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	cr_assert_eq(rl_cb_ctx_close(st.cbs), 0);
+	tclose(loop);
+	cb_teardown(&st);
+	alarm(0);
+}
+
+/*
+ * The loop closed in the middle of a fanning-out burst of the pooled
+ * read_file: the context closes with it; every read started calls back
+ * once, with its whole file or -ECANCELED (the reads the callbacks try
+ * to start during the close are refused at once, and never call back).
+ */
+BACKEND_TEST(loan_attack, callback_style_loop_closed_mid_burst)
+{
+	enum { FIRST = 300, MAX = FIRST * 15 };
+	struct cb_state st;
+	rl_loop *loop = tloop(tp);
+	int called = 0;
+
+	alarm(60);
+	cb_setup(&st, loop, MAX);
+	for (int i = 0; i < FIRST; i++)
+		cr_assert_eq(cb_start(&st, 2), 0);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	/* Starts refused during the close are not errors of the test. */
+	st.max = st.nexp;
+	tclose(loop);
+	for (int i = 0; i < st.nexp; i++) {
+		cr_assert_eq(st.exp[i].calls, 1000, "read %d: not called", i);
+		called++;
+	}
+	cr_assert_eq(called, st.done);
+	cb_teardown(&st);
 	alarm(0);
 }
