@@ -394,6 +394,14 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			u->fds_held++;
 		}
 		ur->step = STEP_READ;
+		if (stopping) {
+			/* Cancelled while it opened: the cancels found the
+			 * open done and no read yet, and a read sent now
+			 * would wait for ever on a FIFO nobody writes to.
+			 * The file is closed instead. */
+			ur->res[0] = -ECANCELED;
+			ur->step = STEP_CLOSE;
+		}
 		break;
 	case STEP_READ:
 		if (tag == RL__TAG_MAIN) {
