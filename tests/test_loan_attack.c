@@ -1353,3 +1353,130 @@ BACKEND_TEST(loan_attack, callback_style_loop_closed_mid_burst)
 	cb_teardown(&st);
 	alarm(0);
 }
+
+/* ------------------------------------------- requests freed in callbacks */
+
+/*
+ * Each lent read is a malloc()ed block (the request, its deadline's timer)
+ * that its own callback frees, after starting the next read on a new
+ * block: the loop takes the buffer back after the callback without
+ * touching the request (ASan and Valgrind would see it). Half the reads
+ * have a deadline, some of 0 ms.
+ */
+struct owned_read {
+	struct lent l;
+	rl_timer timer;
+	int *left, *done;
+	const char *path;
+};
+
+static void owned_cb(rl_req *req);
+
+static void owned_start(rl_loop *loop, const char *path, int *left, int *done)
+{
+	struct owned_read *o = calloc(1, sizeof(*o));
+
+	o->left = left;
+	o->done = done;
+	o->path = path;
+	o->l.name = "mid";
+	o->l.size = 5000;
+	(*left)--;
+	cr_assert_eq(lend(loop, &o->l, path, (size_t)*left % 700, owned_cb), 0);
+	if (*left % 2)
+		cr_assert_eq(rl_req_deadline(loop, &o->l.req, &o->timer,
+					     (uint64_t)(*left % 3)),
+			     0);
+}
+
+static void owned_cb(rl_req *req)
+{
+	struct owned_read *o = (struct owned_read *)req;
+
+	lent_check(&o->l, req);
+	cr_assert(req->result == 5000 || req->result == -ETIMEDOUT, "%lld",
+		  (long long)req->result);
+	(*o->done)++;
+	if (*o->left > 0)
+		owned_start(req->loop, o->path, o->left, o->done);
+	if (*o->left > 0 && *o->left % 5 == 0)
+		owned_start(req->loop, o->path, o->left, o->done);
+	free(o);
+}
+
+BACKEND_TEST(loan_attack, callbacks_free_their_requests)
+{
+	int left = valgrind() ? 600 : 3000, done = 0, total = left;
+	rl_loop *loop = tloop(tp);
+	char *mid = strdup(tfile("mid", 5000));
+
+	alarm(60);
+	for (int i = 0; i < 16; i++)
+		owned_start(loop, mid, &left, &done);
+	trun(loop);
+	cr_assert_eq(left, 0);
+	cr_assert_eq(done, total);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	tclose(loop);
+	free(mid);
+	alarm(0);
+}
+
+/*
+ * Spreading turned off and on by the home loop's own callbacks in the
+ * middle of a burst of lent reads of procfs files (which the loop that
+ * reads them grows from 1 byte): reads taken at submission for another
+ * loop and reads taken when they start on the home loop mix; every
+ * callback once, every loop with no buffer out at the end.
+ */
+struct toggle {
+	struct lent l;
+	int *count;
+	int gen;
+};
+
+static void toggle_cb(rl_req *req)
+{
+	struct toggle *t = (struct toggle *)req;
+
+	lent_check(&t->l, req);
+	cr_assert_gt(req->result, 0);
+	cr_assert_null(memchr(req->buf, 0, (size_t)req->result));
+	if (++*t->count % 16 == 0)
+		cr_assert_eq(rl_loop_spread(req->loop, (*t->count / 16) % 2),
+			     0);
+	if (++t->gen < 4)
+		cr_assert_eq(lend(req->loop, &t->l,
+				  t->gen % 2 ? "/proc/self/maps"
+					     : "/proc/self/status",
+				  1, toggle_cb),
+			     0);
+}
+
+BACKEND_TEST(loan_attack, spread_toggled_from_callbacks)
+{
+	enum { N = 150 };
+	struct toggle *t = calloc(N, sizeof(*t));
+	int count = 0;
+	rl_group *g;
+	rl_loop *home;
+
+	alarm(60);
+	g = tgroup(tp, 2, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
+	home = rl_group_loop(g, 0);
+	for (int i = 0; i < N; i++) {
+		t[i].count = &count;
+		cr_assert_eq(
+			lend(home, &t[i].l, "/proc/self/status", 1, toggle_cb),
+			0);
+	}
+	trun(home);
+	cr_assert_eq(count, 4 * N);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(t[i].l.calls, 4);
+	for (unsigned i = 0; i < 2; i++)
+		cr_assert_eq(rl_fs_loans_out(rl_group_loop(g, i)), 0);
+	cr_assert_eq(rl_group_close(g), 0);
+	free(t);
+	alarm(0);
+}
