@@ -1480,3 +1480,64 @@ BACKEND_TEST(loan_attack, spread_toggled_from_callbacks)
 	free(t);
 	alarm(0);
 }
+
+/*
+ * Every direct-descriptor slot held by a lent read of a FIFO nobody
+ * writes to: the lent reads queued behind them run on plain fds once no
+ * slot has come free for a while (uring.c's SLOT_STUCK_NS), taking their
+ * buffers then; the FIFO reads end with their deadline. Every callback
+ * once, with the data or -ETIMEDOUT, nothing out at the end.
+ */
+BACKEND_TEST(loan_attack, slots_held_by_fifo_reads_and_queued_loans)
+{
+	enum { SLOTS = 2, N = 60 };
+	struct timed *t = calloc(SLOTS + N, sizeof(*t));
+	struct rl_options opt;
+	rl_timer guard;
+	char *small, *fifo;
+	rl_loop *loop;
+
+	alarm(60);
+	rl_options_init(&opt);
+	opt.direct_slots = SLOTS;
+	loop = tloop_opts(tp, &opt);
+	small = strdup(tfile("small", 12));
+	fifo = strdup(tpath("fifo"));
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	rl_timer_init(&guard);
+	cr_assert_eq(rl_timer_start(loop, &guard, 10, 10, guard_cb), 0);
+	for (int i = 0; i < SLOTS + N; i++) {
+		t[i].fifo = i < SLOTS;
+		if (!t[i].fifo) {
+			t[i].l.name = "small";
+			t[i].l.size = 12;
+		}
+		cr_assert_eq(lend(loop, &t[i].l, t[i].fifo ? fifo : small, 1,
+				  timed_cb),
+			     0);
+		if (t[i].fifo)
+			cr_assert_eq(rl_req_deadline(loop, &t[i].l.req,
+						     &t[i].timer, 300),
+				     0);
+	}
+	RUN_UNTIL(loop, ({
+			  int c = 0;
+			  for (int i = 0; i < SLOTS + N; i++)
+				  c += t[i].l.calls;
+			  c == SLOTS + N;
+		  }),
+		  20000);
+	for (int i = 0; i < SLOTS + N; i++) {
+		cr_assert_eq(t[i].l.calls, 1, "%s read %d: %d calls",
+			     tp_name(tp), i, t[i].l.calls);
+		cr_assert_eq(t[i].l.result, t[i].fifo ? -ETIMEDOUT : 12);
+	}
+	cr_assert_eq(rl_timer_stop(loop, &guard), 0);
+	trun(loop);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	tclose(loop);
+	free(t);
+	free(small);
+	free(fifo);
+	alarm(0);
+}
