@@ -1541,3 +1541,99 @@ BACKEND_TEST(loan_attack, slots_held_by_fifo_reads_and_queued_loans)
 	free(fifo);
 	alarm(0);
 }
+
+/* The same, but the loop closes while lent reads wait for an fd (and in
+ * the kernel, and done): each calls back once, with its data, -EMFILE or
+ * -ECANCELED, and nothing leaks. */
+BACKEND_TEST(loan_attack, loop_closed_while_loans_wait_for_fds)
+{
+	enum { N = 400 };
+	struct lent *l = calloc(N, sizeof(*l));
+	struct rlimit old, lim;
+	char *small;
+	rl_loop *loop;
+	int hi;
+
+	if (valgrind())
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	alarm(60);
+	loop = tloop(tp);
+	small = strdup(tfile("small", 12));
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	hi = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(hi, 0);
+	close(hi);
+	lim = old;
+	lim.rlim_cur = (rlim_t)hi + 2;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	for (int i = 0; i < N; i++) {
+		l[i].name = "small";
+		l[i].size = 12;
+		cr_assert_eq(lend(loop, &l[i], small, 0, NULL), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	tclose(loop);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(l[i].calls, 1, "read %d: %d calls", i, l[i].calls);
+		cr_assert(l[i].result == 12 || l[i].result == -EMFILE ||
+				  l[i].result == -ECANCELED,
+			  "read %d: %lld", i, (long long)l[i].result);
+	}
+	free(l);
+	free(small);
+	alarm(0);
+}
+
+/*
+ * The 64 MiB bound: bursts of 80 lent reads of files just under 1 MiB
+ * (whose buffers grow to 1 MiB, the largest class kept) leave at most 64
+ * MiB kept, and a second burst takes those back instead of allocating
+ * more; then a burst of small reads keeps its own small class.
+ */
+BACKEND_TEST(loan_attack, keep_bound_under_bursts_of_big_files)
+{
+	enum { N = 80 };
+	struct lent *l = calloc(N, sizeof(*l));
+	char *big, *small;
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	big = strdup(tfile("big", (1 << 20) - 1));
+	small = strdup(tfile("small", 12));
+	for (int round = 0; round < 2; round++) {
+		memset(l, 0, N * sizeof(*l));
+		for (int i = 0; i < N; i++) {
+			l[i].name = "big";
+			l[i].size = (1 << 20) - 1;
+			cr_assert_eq(lend(loop, &l[i], big, 16, NULL), 0);
+		}
+		trun(loop);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(l[i].calls, 1);
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+		cr_assert_leq(rl_fs_loans_kept(loop), (size_t)64 << 20,
+			      "kept %zu", rl_fs_loans_kept(loop));
+		cr_assert_gt(rl_fs_loans_kept(loop), 0);
+	}
+	memset(l, 0, N * sizeof(*l));
+	for (int i = 0; i < N; i++) {
+		l[i].name = "small";
+		l[i].size = 12;
+		cr_assert_eq(lend(loop, &l[i], small, 1, NULL), 0);
+	}
+	trun(loop);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(l[i].calls, 1);
+		cr_assert_lt(l[i].cap, 512, "a small file in %zu bytes",
+			     l[i].cap);
+	}
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	cr_assert_leq(rl_fs_loans_kept(loop), (size_t)64 << 20);
+	tclose(loop);
+	free(l);
+	free(big);
+	free(small);
+	alarm(0);
+}
