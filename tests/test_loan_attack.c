@@ -1637,3 +1637,53 @@ BACKEND_TEST(loan_attack, keep_bound_under_bursts_of_big_files)
 	free(small);
 	alarm(0);
 }
+
+/* The same at scale: 600 lent reads of a FIFO nobody writes to (more
+ * than the SQ, so some chains go in before the deadlines fire and some
+ * after), every deadline due before the run's first enter, three rounds:
+ * each ends with -ETIMEDOUT. */
+BACKEND_TEST(loan_attack, many_fifo_reads_timed_out_before_their_enter)
+{
+	int n = valgrind() ? 100 : 600;
+	struct timed *t = calloc((size_t)n, sizeof(*t));
+	rl_timer guard;
+	char *fifo;
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	fifo = strdup(tpath("fifo"));
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	rl_timer_init(&guard);
+	cr_assert_eq(rl_timer_start(loop, &guard, 10, 10, guard_cb), 0);
+	for (int round = 0; round < 3; round++) {
+		int missing = 0;
+
+		memset(t, 0, (size_t)n * sizeof(*t));
+		for (int i = 0; i < n; i++) {
+			t[i].fifo = true;
+			cr_assert_eq(lend(loop, &t[i].l, fifo, 1, timed_cb), 0);
+			cr_assert_eq(rl_req_deadline(loop, &t[i].l.req,
+						     &t[i].timer, 1),
+				     0);
+		}
+		usleep(5000);
+		RUN_UNTIL(loop, ({
+				  int c = 0;
+				  for (int i = 0; i < n; i++)
+					  c += t[i].l.calls;
+				  c == n;
+			  }),
+			  15000);
+		for (int i = 0; i < n; i++)
+			missing += t[i].l.calls != 1;
+		cr_assert_eq(missing, 0,
+			     "%s round %d: %d of %d not called back",
+			     tp_name(tp), round, missing, n);
+		cr_assert_eq(rl_fs_loans_out(loop), 0);
+	}
+	cr_assert_eq(rl_timer_stop(loop, &guard), 0);
+	tclose(loop);
+	free(t);
+	free(fifo);
+	alarm(0);
+}
