@@ -1687,3 +1687,58 @@ BACKEND_TEST(loan_attack, many_fifo_reads_timed_out_before_their_enter)
 	free(fifo);
 	alarm(0);
 }
+
+/*
+ * The buffer cannot grow mid-read (malloc fails under RLIMIT_AS): a lent
+ * read of a sparse file of 768 MiB ends with -ENOMEM, the buffer it had
+ * comes back, and the next lent read works. Not under the sanitizers or
+ * Valgrind (RLIMIT_AS and their own mappings).
+ */
+BACKEND_TEST(loan_attack, growth_failing_mid_read_gives_the_buffer_back)
+{
+	struct lent l[2];
+	struct rlimit old, lim;
+	char line[256], *sparse, *small;
+	size_t vm_kb = 0;
+	rl_loop *loop;
+	FILE *f;
+	int fd;
+
+	if (SANITIZED || valgrind())
+		cr_skip_test("RLIMIT_AS and the tool's own mappings");
+	alarm(60);
+	memset(l, 0, sizeof(l));
+	loop = tloop(tp);
+	sparse = strdup(tpath("sparse"));
+	small = strdup(tfile("small", 12));
+	fd = open(sparse, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)768 << 20), 0);
+	close(fd);
+	f = fopen("/proc/self/status", "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %zu kB", &vm_kb) == 1)
+			break;
+	fclose(f);
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)vm_kb * 1024 + (rlim_t)(256u << 20);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	cr_assert_eq(lend(loop, &l[0], sparse, 0, NULL), 0);
+	trun(loop);
+	cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_eq(l[0].calls, 1);
+	cr_assert_eq(l[0].result, -ENOMEM, "%lld", (long long)l[0].result);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	l[1].name = "small";
+	l[1].size = 12;
+	cr_assert_eq(lend(loop, &l[1], small, 0, NULL), 0);
+	trun(loop);
+	cr_assert_eq(l[1].calls, 1);
+	cr_assert_eq(rl_fs_loans_out(loop), 0);
+	tclose(loop);
+	free(sparse);
+	free(small);
+	alarm(0);
+}
