@@ -60,10 +60,17 @@ static unsigned class_down(size_t cap)
  * otherwise. Returns 0 or -ENOMEM. */
 int rl__loan_take(rl_loop *loop, rl_req *req)
 {
-	size_t want = rl__req(req)->cap;
+	size_t want = rl__req(req)->cap, max = loop->opt.read_file_max;
 	struct rl__loan *l = NULL;
 	void *buf;
 
+	/* read_file_max bounds the buffer a read may use, and the loop
+	 * picks a lent buffer's size: neither the hint nor the rounding up
+	 * to a class may pass it, or a file larger than the cap would fit
+	 * (and the buffer be larger than the cap). Kept buffers never pass
+	 * it: each was lent and grown within it. */
+	if (want > max)
+		want = max;
 	if (want <= LOAN_MAX) {
 		unsigned c = class_up(want);
 
@@ -73,8 +80,10 @@ int rl__loan_take(rl_loop *loop, rl_req *req)
 			loop->loans_n[c]--;
 			loop->loans_kept -= l->cap;
 			want = l->cap;
-		} else {
+		} else if ((LOAN_MIN << c) < max) {
 			want = LOAN_MIN << c;
+		} else {
+			want = max;
 		}
 	}
 	buf = l ? (void *)l : malloc(want);

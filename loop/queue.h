@@ -47,6 +47,15 @@ static inline struct rl_req *rl__fifo_pop(struct rl__fifo *q)
 	return req;
 }
 
+/* Puts req back at the head of q, where rl__fifo_pop() took it from. */
+static inline void rl__fifo_push_head(struct rl__fifo *q, struct rl_req *req)
+{
+	rl__req(req)->next = q->head;
+	q->head = req;
+	if (!q->tail)
+		q->tail = req;
+}
+
 /* Moves every request of src to the end of dst. */
 static inline void rl__fifo_splice(struct rl__fifo *dst, struct rl__fifo *src)
 {

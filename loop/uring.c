@@ -571,10 +571,15 @@ static bool push_queue(rl_loop *loop, struct rl__uring *u, struct rl__fifo *q)
 {
 	rl_req *req;
 
-	while ((req = q->head)) {
-		if (!push(loop, u, req))
+	while ((req = rl__fifo_pop(q))) {
+		/* Off q before push(): a lent read that cannot get its buffer
+		 * completes inside push(), and rl__complete() links it into
+		 * the ready queue through the word that links q, which would
+		 * cut off every request queued behind it. */
+		if (!push(loop, u, req)) {
+			rl__fifo_push_head(q, req);
 			return false;
-		rl__fifo_pop(q);
+		}
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 	}
 	return true;
@@ -1193,6 +1198,11 @@ static void uring_cancel(rl_loop *loop, rl_req *req)
 static void uring_flush(rl_loop *loop)
 {
 	flush_sq(loop, rl__u(loop));
+}
+
+void rl__uring_submit_now(rl_loop *loop, struct rl__uring *u)
+{
+	flush_sq(loop, u);
 }
 
 /*

@@ -176,6 +176,9 @@ void rl__uring_push_or_queue(rl_loop *loop, struct rl__uring *u, rl_req *req,
 
 /* Asks the kernel to cancel the SQE whose user_data is target. */
 void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u, uint64_t target);
+/* Submits what waits in the SQ now, with the task work it starts (the
+ * next step of a linked chain), so that a cancel prepared next finds it. */
+void rl__uring_submit_now(rl_loop *loop, struct rl__uring *u);
 
 /* Gives req's direct descriptor slot back, if it holds one, as it is: a
  * failed open leaves in it whatever it held before. */

@@ -404,6 +404,14 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			u->fds_held++;
 		}
 		ur->step = STEP_READ;
+		if (stopping) {
+			/* Cancelled while it opened: the cancels found the
+			 * open done and no read yet, and a read sent now
+			 * would wait for ever on a FIFO nobody writes to.
+			 * The file is closed instead. */
+			ur->res[0] = -ECANCELED;
+			ur->step = STEP_CLOSE;
+		}
 		break;
 	case STEP_READ:
 		if (tag == RL__TAG_MAIN) {
@@ -535,8 +543,17 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	 * interrupts those. A chain is cancelled at its open, or at its
 	 * read or write: the rest of it fails after it, down to the close.
 	 * A cancel that finds nothing answers -ENOENT, ignored. */
-	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE)
+	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE) {
+		/* A chain still in the SQ (a deadline that fired before the
+		 * loop's next enter) goes first, with its task work: else the
+		 * cancels, behind it in the same enter, run while the read
+		 * that follows the open waits in that task work, find
+		 * nothing, and the read then waits for ever on a FIFO nobody
+		 * writes to (loan_attack::deadlines_fire_on_lent_reads). */
+		if (io_uring_sq_ready(&u->ring))
+			rl__uring_submit_now(loop, u);
 		rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_OPEN));
+	}
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_MAIN));
 }
 

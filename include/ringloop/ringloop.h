@@ -452,8 +452,9 @@ enum rl_read_file_flags {
 	 * returns, for the next lent read: a burst of read_files holds as
 	 * many buffers as it has reads under way, not one per request.
 	 * len is the size asked (0: a page): the buffer holds at least
-	 * that, rounded up to a power of two of at least 256 bytes, and
-	 * grows to fit the file as with RL_READ_FILE_GROW. */
+	 * that, rounded up to a power of two of at least 256 bytes, but
+	 * never more than rl_options.read_file_max, and grows to fit the
+	 * file as with RL_READ_FILE_GROW. */
 	RL_READ_FILE_LOAN = 1u << 1,
 };
 
