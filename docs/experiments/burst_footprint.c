@@ -95,9 +95,9 @@ int main(int argc, char **argv)
 			}
 			rl_req_init(&reqs[i]);
 			if (rl_fs_read_file(loop, &reqs[i], path,
-					    bufs + (strcmp(mode, "shared") ?
-							    (size_t)i * 256 :
-							    0),
+					    bufs + (strcmp(mode, "shared")
+							    ? (size_t)i * 256
+							    : 0),
 					    256, 0, req_done) < 0)
 				bad++;
 		}
