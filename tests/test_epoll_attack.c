@@ -1367,6 +1367,76 @@ NATIVE_BACKEND_TEST(epoll_attack, fd_budget_cold_streams_and_hand_overs)
 }
 
 /*
+ * Every fd the limit leaves held by the loop's own read_files: FIFOS FIFO
+ * reads, each with a writer that stays (and its message taken), until
+ * fifo_hold_end() lets the writers go and the reads end.
+ */
+enum { HOLD_FIFOS = 3, HOLD_LEN = 5000 };
+
+struct fifo_hold {
+	struct burst fifos;
+	int wfd[HOLD_FIFOS];
+	struct tseen fs[HOLD_FIFOS];
+	rl_req fr[HOLD_FIFOS];
+	struct rlimit old;
+	int holes[64], nholes;
+	uint64_t end; /* the tests' bound, in tnow_ms() */
+};
+
+static void fifo_hold_start(struct fifo_hold *h, rl_loop *loop,
+			    const char *prefix)
+{
+	struct rlimit rl;
+
+	burst_init(&h->fifos, prefix, HOLD_FIFOS, 0);
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &h->old), 0);
+	for (int i = 0; i < HOLD_FIFOS; i++)
+		h->wfd[i] = fifo_with_message(h->fifos.path[i]);
+	h->nholes = fill_holes(h->holes, 64);
+	rl = h->old;
+	rl.rlim_cur = (rlim_t)(highest_fd() + 1 + HOLD_FIFOS);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (int i = 0; i < HOLD_FIFOS; i++) {
+		h->fs[i] = (struct tseen){ 0 };
+		h->fr[i] = (rl_req){ .data = &h->fs[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &h->fr[i], h->fifos.path[i],
+					     NULL, 0, RL_READ_FILE_GROW,
+					     tseen_cb),
+			     0);
+	}
+	/* Until each read_file has its FIFO open (and took the message). */
+	h->end = tnow_ms() + 20000;
+	for (int i = 0; i < HOLD_FIFOS; i++) {
+		while (!fifo_taken(h->wfd[i])) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			cr_assert_lt(tnow_ms(), h->end, "%s: fifo %d: %d %s",
+				     rl_loop_backend(loop), i, h->fs[i].calls,
+				     rl_strerror((int)h->fs[i].result));
+		}
+	}
+}
+
+/* The writers go: each FIFO read ends with its message. */
+static void fifo_hold_end(struct fifo_hold *h, rl_loop *loop)
+{
+	for (int i = 0; i < HOLD_FIFOS; i++)
+		close(h->wfd[i]);
+	while (h->fs[0].calls + h->fs[1].calls + h->fs[2].calls < HOLD_FIFOS) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_lt(tnow_ms(), h->end);
+	}
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &h->old), 0);
+	unfill_holes(h->holes, h->nholes);
+	for (int i = 0; i < HOLD_FIFOS; i++) {
+		cr_assert_eq(h->fs[i].calls, 1);
+		cr_assert(got_feed(&h->fr[i], &h->fs[i]), "fifo %d: %" PRId64,
+			  i, h->fs[i].result);
+		free(h->fr[i].buf);
+	}
+	burst_free(&h->fifos);
+}
+
+/*
  * Every fd the limit leaves is held by the loop's own read_files (FIFOs
  * whose writers stay until the test lets them go); then a write_file and
  * a read_file of regular files. Neither may fail with -EMFILE: each
@@ -1376,51 +1446,24 @@ NATIVE_BACKEND_TEST(epoll_attack, fd_budget_cold_streams_and_hand_overs)
  */
 NATIVE_BACKEND_TEST(epoll_attack, write_file_waits_for_the_loops_own_fds)
 {
-	enum { FIFOS = 3, LEN = 5000 };
-	unsigned char *data = wdata(LEN);
-	struct tseen fs[FIFOS], sw = { 0 }, sr = { 0 };
-	rl_req fr[FIFOS], w = { .data = &sw }, r = { .data = &sr };
-	char rpath[512], wpath[512], back[LEN + 1];
-	struct rlimit old, rl;
-	struct burst fifos;
-	int wfd[FIFOS], fd, holes[64], nholes;
-	uint64_t end;
+	unsigned char *data = wdata(HOLD_LEN);
+	struct tseen sw = { 0 }, sr = { 0 };
+	rl_req w = { .data = &sw }, r = { .data = &sr };
+	char rpath[512], wpath[512], back[HOLD_LEN + 1];
+	struct fifo_hold h;
 	rl_loop *loop;
+	int fd;
 
 	if (getenv("RL_VALGRIND"))
 		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
-	snprintf(rpath, sizeof(rpath), "%s", tfile("budgetread", LEN));
+	snprintf(rpath, sizeof(rpath), "%s", tfile("budgetread", HOLD_LEN));
 	snprintf(wpath, sizeof(wpath), "%s", tpath("budgetwrite"));
-	burst_init(&fifos, "ownfifo", FIFOS, 0);
-	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
 	loop = tloop(tp);
-	for (int i = 0; i < FIFOS; i++)
-		wfd[i] = fifo_with_message(fifos.path[i]);
-	nholes = fill_holes(holes, 64);
 	alarm(50);
-	rl = old;
-	rl.rlim_cur = (rlim_t)(highest_fd() + 1 + FIFOS);
-	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	for (int i = 0; i < FIFOS; i++) {
-		fs[i] = (struct tseen){ 0 };
-		fr[i] = (rl_req){ .data = &fs[i] };
-		cr_assert_eq(rl_fs_read_file(loop, &fr[i], fifos.path[i], NULL,
-					     0, RL_READ_FILE_GROW, tseen_cb),
-			     0);
-	}
-	/* Until each read_file has its FIFO open (and took the message). */
-	end = tnow_ms() + 20000;
-	for (int i = 0; i < FIFOS; i++) {
-		while (!fifo_taken(wfd[i])) {
-			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-			cr_assert_lt(tnow_ms(), end, "%d/%u: fifo %d: %d %s",
-				     tp->backend, tp->flags, i, fs[i].calls,
-				     rl_strerror((int)fs[i].result));
-		}
-	}
-	cr_assert_eq(
-		rl_fs_write_file(loop, &w, wpath, data, LEN, 0, 0644, tseen_cb),
-		0);
+	fifo_hold_start(&h, loop, "ownfifo");
+	cr_assert_eq(rl_fs_write_file(loop, &w, wpath, data, HOLD_LEN, 0, 0644,
+				      tseen_cb),
+		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &r, rpath, back, sizeof(back), 0,
 				     tseen_cb),
 		     0);
@@ -1429,95 +1472,59 @@ NATIVE_BACKEND_TEST(epoll_attack, write_file_waits_for_the_loops_own_fds)
 		usleep(1000);
 	}
 	/* On io_uring with direct descriptors they needed no fd. */
-	cr_assert(sw.calls == 0 || sw.result == LEN, "write_file: %s",
+	cr_assert(sw.calls == 0 || sw.result == HOLD_LEN, "write_file: %s",
 		  rl_strerror((int)sw.result));
-	cr_assert(sr.calls == 0 || sr.result == LEN, "read_file: %s",
+	cr_assert(sr.calls == 0 || sr.result == HOLD_LEN, "read_file: %s",
 		  rl_strerror((int)sr.result));
-	for (int i = 0; i < FIFOS; i++)
-		close(wfd[i]);
-	while (sw.calls + sr.calls < 2 ||
-	       fs[0].calls + fs[1].calls + fs[2].calls < FIFOS) {
+	fifo_hold_end(&h, loop);
+	while (sw.calls + sr.calls < 2) {
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		cr_assert_lt(tnow_ms(), end);
+		cr_assert_lt(tnow_ms(), h.end);
 	}
-	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
-	unfill_holes(holes, nholes);
 	alarm(0);
-	for (int i = 0; i < FIFOS; i++) {
-		cr_assert_eq(fs[i].calls, 1);
-		cr_assert(got_feed(&fr[i], &fs[i]), "fifo %d: %" PRId64, i,
-			  fs[i].result);
-		free(fr[i].buf);
-	}
 	cr_assert_eq(sw.calls, 1);
-	cr_assert_eq(sw.result, LEN, "write_file: %s",
+	cr_assert_eq(sw.result, HOLD_LEN, "write_file: %s",
 		     rl_strerror((int)sw.result));
 	cr_assert_eq(sr.calls, 1);
-	cr_assert_eq(sr.result, LEN, "read_file: %s",
+	cr_assert_eq(sr.result, HOLD_LEN, "read_file: %s",
 		     rl_strerror((int)sr.result));
-	tcheck("budgetread", back, LEN);
+	tcheck("budgetread", back, HOLD_LEN);
 	fd = open(wpath, O_RDONLY | O_CLOEXEC);
 	cr_assert_geq(fd, 0);
-	cr_assert_eq(read(fd, back, sizeof(back)), LEN);
+	cr_assert_eq(read(fd, back, sizeof(back)), HOLD_LEN);
 	close(fd);
-	cr_assert_eq(memcmp(back, data, LEN), 0);
+	cr_assert_eq(memcmp(back, data, HOLD_LEN), 0);
 	free(data);
-	burst_free(&fifos);
 	tclose(loop);
 }
 
 /*
- * The same, but the FIFOs' writers stay: no fd of the loop's own ever
- * comes back. The write_file and the read_file that wait for one fail
- * with -EMFILE once none has come back for RL__FD_STUCK_NS (a second),
- * instead of waiting with the FIFOs for ever; where they need no fd (io_uring
- * with direct descriptors) they succeed. The FIFO reads go on, and end
- * with their writers.
+ * The same, but the FIFOs' writers stay: no fd of the loop's own comes
+ * back. The write_file and the read_file that wait for one fail with
+ * -EMFILE once none has come back for RL__FD_STUCK_NS (a second),
+ * instead of waiting with the FIFOs for ever; where they need no fd
+ * (io_uring with direct descriptors) they succeed. The FIFO reads go on,
+ * and end with their writers.
  */
 NATIVE_BACKEND_TEST(epoll_attack, fd_waiters_fail_when_no_fd_comes_back)
 {
-	enum { FIFOS = 3, LEN = 5000 };
-	unsigned char *data = wdata(LEN);
-	struct tseen fs[FIFOS], sw = { 0 }, sr = { 0 };
-	rl_req fr[FIFOS], w = { .data = &sw }, r = { .data = &sr };
-	char rpath[512], wpath[512], back[LEN + 1];
-	struct rlimit old, rl;
-	struct burst fifos;
-	int wfd[FIFOS], holes[64], nholes;
-	uint64_t end;
+	unsigned char *data = wdata(HOLD_LEN);
+	struct tseen sw = { 0 }, sr = { 0 };
+	rl_req w = { .data = &sw }, r = { .data = &sr };
+	char rpath[512], wpath[512], back[HOLD_LEN + 1];
+	struct fifo_hold h;
 	rl_loop *loop;
 
 	if (getenv("RL_VALGRIND"))
 		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
-	snprintf(rpath, sizeof(rpath), "%s", tfile("stuckread", LEN));
+	snprintf(rpath, sizeof(rpath), "%s", tfile("stuckread", HOLD_LEN));
 	snprintf(wpath, sizeof(wpath), "%s", tpath("stuckwrite"));
-	burst_init(&fifos, "stuckfifo", FIFOS, 0);
-	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
 	loop = tloop(tp);
-	for (int i = 0; i < FIFOS; i++)
-		wfd[i] = fifo_with_message(fifos.path[i]);
-	nholes = fill_holes(holes, 64);
 	alarm(50);
-	rl = old;
-	rl.rlim_cur = (rlim_t)(highest_fd() + 1 + FIFOS);
-	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	for (int i = 0; i < FIFOS; i++) {
-		fs[i] = (struct tseen){ 0 };
-		fr[i] = (rl_req){ .data = &fs[i] };
-		cr_assert_eq(rl_fs_read_file(loop, &fr[i], fifos.path[i], NULL,
-					     0, RL_READ_FILE_GROW, tseen_cb),
-			     0);
-	}
-	end = tnow_ms() + 20000;
-	for (int i = 0; i < FIFOS; i++) {
-		while (!fifo_taken(wfd[i])) {
-			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-			cr_assert_lt(tnow_ms(), end, "fifo %d", i);
-		}
-	}
-	cr_assert_eq(
-		rl_fs_write_file(loop, &w, wpath, data, LEN, 0, 0644, tseen_cb),
-		0);
+	fifo_hold_start(&h, loop, "stuckfifo");
+	cr_assert_eq(rl_fs_write_file(loop, &w, wpath, data, HOLD_LEN, 0, 0644,
+				      tseen_cb),
+		     0);
 	cr_assert_eq(rl_fs_read_file(loop, &r, rpath, back, sizeof(back), 0,
 				     tseen_cb),
 		     0);
@@ -1525,37 +1532,23 @@ NATIVE_BACKEND_TEST(epoll_attack, fd_waiters_fail_when_no_fd_comes_back)
 	 * have called back (a hang is the alarm's, or this bound's). */
 	while (sw.calls + sr.calls < 2) {
 		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
-		cr_assert_lt(tnow_ms(), end,
+		cr_assert_lt(tnow_ms(), h.end,
 			     "write_file %d, read_file %d calls", sw.calls,
 			     sr.calls);
 	}
-	cr_assert(sw.result == -EMFILE || sw.result == LEN, "write_file: %s",
-		  rl_strerror((int)sw.result));
-	cr_assert(sr.result == -EMFILE || sr.result == LEN, "read_file: %s",
-		  rl_strerror((int)sr.result));
+	cr_assert(sw.result == -EMFILE || sw.result == HOLD_LEN,
+		  "write_file: %s", rl_strerror((int)sw.result));
+	cr_assert(sr.result == -EMFILE || sr.result == HOLD_LEN,
+		  "read_file: %s", rl_strerror((int)sr.result));
 	if (tp->backend != RL_BACKEND_URING || (tp->flags & RL_NO_DIRECT)) {
 		cr_assert_eq(sw.result, -EMFILE);
 		cr_assert_eq(sr.result, -EMFILE);
 	}
-	for (int i = 0; i < FIFOS; i++) {
-		cr_assert_eq(fs[i].calls, 0, "fifo %d ended early", i);
-		close(wfd[i]);
-	}
-	while (fs[0].calls + fs[1].calls + fs[2].calls < FIFOS) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		cr_assert_lt(tnow_ms(), end);
-	}
-	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
-	unfill_holes(holes, nholes);
+	for (int i = 0; i < HOLD_FIFOS; i++)
+		cr_assert_eq(h.fs[i].calls, 0, "fifo %d ended early", i);
+	fifo_hold_end(&h, loop);
 	alarm(0);
-	for (int i = 0; i < FIFOS; i++) {
-		cr_assert_eq(fs[i].calls, 1);
-		cr_assert(got_feed(&fr[i], &fs[i]), "fifo %d: %" PRId64, i,
-			  fs[i].result);
-		free(fr[i].buf);
-	}
 	free(data);
-	burst_free(&fifos);
 	tclose(loop);
 }
 
