@@ -68,6 +68,9 @@
 
 #define BATCH	 256
 #define CQ_SPARE 8 /* CQEs kept for the wake-up read and cancels */
+/* rl__uring_settle(): enters at most this many times, each running a
+ * pass of the kernel's task work, however many chains a burst left. */
+#define SETTLE_ROUNDS 1024
 /* DEFER_TASKRUN: a wait that reaped this many CQEs, or an enter that
  * posted as many, suggests the kernel stopped short of its pending task
  * work (see get_events_batch()). */
@@ -792,8 +795,9 @@ static int64_t unstick_fds(rl_loop *loop, struct rl__uring *u,
  * connections as the budget (4088 CQEs on the default ring) would stop
  * serving. So when the budget stays full for CQ_STUCK_NS, nothing pushed
  * and nothing reaped, while requests wait for it, what is in flight
- * then stops counting against it: the budget stretches by what is owed. Should those requests complete
- * together later, with the CQ full of others, the CQEs that do not fit
+ * then stops counting against it: the budget stretches by what is owed.
+ * Should those requests complete together later, with the CQ full of
+ * others, the CQEs that do not fit
  * wait in the kernel's overflow list (IORING_FEAT_NODROP, 5.5): none is
  * lost. The stretch shrinks back as what is owed falls (reap()). Until
  * then, a sleep lasts no longer than that.
@@ -1200,9 +1204,20 @@ static void uring_flush(rl_loop *loop)
 	flush_sq(loop, rl__u(loop));
 }
 
-void rl__uring_submit_now(rl_loop *loop, struct rl__uring *u)
+void rl__uring_settle(rl_loop *loop, struct rl__uring *u, uint32_t sq_end)
 {
-	flush_sq(loop, u);
+	/* flush_sq() starts the ring if it waits for its first enter, and
+	 * on the default ring runs a first pass of task work. */
+	if ((int32_t)(sq_end - IO_URING_READ_ONCE(*u->ring.sq.khead)) > 0 &&
+	    flush_sq(loop, u) < 0)
+		return;
+	/* The plain ring runs task work as the enter returns. */
+	for (unsigned i = 0; u->defer_taskrun && i < SETTLE_ROUNDS; i++) {
+		if (!(IO_URING_READ_ONCE(*u->ring.sq.kflags) &
+		      IORING_SQ_TASKRUN) ||
+		    get_events_batch(loop, u, 1, 0) < 0)
+			return;
+	}
 }
 
 /*

@@ -140,6 +140,9 @@ struct rl__uring_req {
 	/* read_file, write_file: runs on a plain fd, without a slot,
 	 * because the table stayed full (rl__uring_slotted()). */
 	bool plain;
+	/* The SQ tail after its last SQEs: until the kernel's head passes
+	 * it, they wait in the SQ (rl__uring_fs_cancel()). */
+	uint32_t sq_end;
 	int64_t res[2]; /* read_file: the read's result; bytes so far */
 };
 RL__REQ_BE_FITS(struct rl__uring_req);
@@ -176,9 +179,12 @@ void rl__uring_push_or_queue(rl_loop *loop, struct rl__uring *u, rl_req *req,
 
 /* Asks the kernel to cancel the SQE whose user_data is target. */
 void rl__uring_cancel_sqe(rl_loop *loop, struct rl__uring *u, uint64_t target);
-/* Submits what waits in the SQ now, with the task work it starts (the
- * next step of a linked chain), so that a cancel prepared next finds it. */
-void rl__uring_submit_now(rl_loop *loop, struct rl__uring *u);
+/* Before a chain's cancel: sends its SQEs if they still wait in the SQ
+ * (sq_end: the SQ tail after them) and, on a DEFER_TASKRUN ring, runs the
+ * task work the kernel holds until none is left, so that the chain's next
+ * step (issued from task work) is where the cancel can find it. Costs
+ * nothing when neither waits: a storm of cancels enters once. */
+void rl__uring_settle(rl_loop *loop, struct rl__uring *u, uint32_t sq_end);
 
 /* Gives req's direct descriptor slot back, if it holds one, as it is: a
  * failed open leaves in it whatever it held before. */

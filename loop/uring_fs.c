@@ -281,6 +281,7 @@ void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
 	/* RL_FORCE_ASYNC: every SQE just prepared goes to io-wq. */
 	for (unsigned t = first; u->sqe_flags && t != u->ring.sq.sqe_tail; t++)
 		u->ring.sq.sqes[t & u->ring.sq.ring_mask].flags |= u->sqe_flags;
+	rl__ur(req)->sq_end = u->ring.sq.sqe_tail;
 }
 
 /* ----------------------------------------------------------- completions */
@@ -544,14 +545,15 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	 * read or write: the rest of it fails after it, down to the close.
 	 * A cancel that finds nothing answers -ENOENT, ignored. */
 	if (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE) {
-		/* A chain still in the SQ (a deadline that fired before the
-		 * loop's next enter) goes first, with its task work: else the
-		 * cancels, behind it in the same enter, run while the read
-		 * that follows the open waits in that task work, find
-		 * nothing, and the read then waits for ever on a FIFO nobody
-		 * writes to (loan_attack::deadlines_fire_on_lent_reads). */
-		if (io_uring_sq_ready(&u->ring))
-			rl__uring_submit_now(loop, u);
+		/* The chain's next step must be issued first. On the default
+		 * ring the read that follows a done open waits in the
+		 * kernel's task work until the loop enters again; a cancel
+		 * then finds nothing, and that read waits for ever on a FIFO
+		 * nobody writes to (loan_attack::deadlines_fire_on_lent_reads,
+		 * with the chain still in the SQ; ...::many_fifo_reads_timed_
+		 * out_before_their_enter, with chains a burst left in task
+		 * work). */
+		rl__uring_settle(loop, u, rl__ur(req)->sq_end);
 		rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_OPEN));
 	}
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_MAIN));
