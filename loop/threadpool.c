@@ -418,7 +418,7 @@ void rl__pool_destroy(struct rl__pool *pool)
 unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			 unsigned max_active)
 {
-	unsigned n = 0, wake = 0, grow = 0, awake;
+	unsigned n = 0, wake = 0, awake;
 
 	for (rl_req *r = jobs->head; r; r = rl__req(r)->next)
 		n++;
@@ -443,20 +443,9 @@ unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			wake = n;
 		pool->signalled += wake;
 	}
-	/* A pool that grows starts a worker for every job left over, as
-	 * long as its cap allows: its jobs may each block for good. */
-	if (pool->nthreads < pool->max_threads && n > wake)
-		grow = n - wake;
 	pthread_mutex_unlock(&pool->lock);
 	for (unsigned i = 0; i < wake; i++)
 		pthread_cond_signal(&pool->cond);
-	while (grow-- && pool->nthreads < pool->max_threads &&
-	       start_worker(pool, pool->nthreads) == 0) {
-		pthread_mutex_lock(&pool->lock);
-		pool->nthreads++;
-		pthread_mutex_unlock(&pool->lock);
-		wake++;
-	}
 	return wake;
 }
 

@@ -55,7 +55,8 @@
 
 struct rl__pool_config {
 	unsigned threads;     /* started at init */
-	unsigned max_threads; /* more are started as jobs wait, up to this */
+	unsigned max_threads; /* rl__pool_submit_alone() starts more, up to
+			       * this */
 	int signo;	      /* the interrupt (see below); 0: none */
 	bool hold_back;	      /* hold wake-ups back while jobs are queued */
 	bool spin;	      /* workers spin for jobs before sleeping */
@@ -168,10 +169,10 @@ void rl__pool_destroy(struct rl__pool *pool);
 /*
  * Hands a batch of jobs (linked by rl__req(req)->next) to the workers, waking
  * sleeping ones until at most max_active workers are awake (running,
- * spinning or signalled); pass pool->max_threads for "as many as help". A
- * pool that may grow starts a worker for each job no idle worker takes.
- * Returns the number of workers it woke or started (each may be a futex
- * call, or a clone).
+ * spinning or signalled); pass pool->max_threads for "as many as help".
+ * It starts no worker: a pool that grows (the slow lane) takes its jobs
+ * one at a time through rl__pool_submit_alone(). Returns the number of
+ * workers it woke (each may be a futex call).
  */
 unsigned rl__pool_submit(struct rl__pool *pool, struct rl__fifo *jobs,
 			 unsigned max_active);
