@@ -244,6 +244,24 @@ const char *tpath(const char *name)
 	return p;
 }
 
+const char *tkeep_path(const char *path)
+{
+	static char kept[128][512];
+	static int n;
+
+	cr_assert_lt(n, 128);
+	snprintf(kept[n], sizeof(kept[n]), "%s", path);
+	return kept[n++];
+}
+
+const char *tfifo(const char *name)
+{
+	const char *path = tkeep_path(tpath(name));
+
+	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
+	return path;
+}
+
 unsigned char tbyte(const char *name, size_t off)
 {
 	unsigned h = 2166136261u;

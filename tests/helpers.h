@@ -75,6 +75,11 @@ void tclose(rl_loop *loop);
 /* A fresh scratch directory for this test; paths inside it. */
 const char *tdir(void);
 const char *tpath(const char *name);
+/* A copy of path that stays valid for the whole test (tpath() recycles
+ * four buffers), and a FIFO made at such a path in the scratch
+ * directory. */
+const char *tkeep_path(const char *path);
+const char *tfifo(const char *name);
 /* Writes len bytes of a known pattern (seeded by name) to tpath(name). */
 const char *tfile(const char *name, size_t len);
 /* The byte the pattern has at offset off for file name. */

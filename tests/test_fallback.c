@@ -1169,14 +1169,6 @@ enum {
 	SIG_STEP_BAD_SIGNAL,
 };
 
-static const char *make_fifo(const char *name)
-{
-	const char *path = tpath(name);
-
-	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
-	return path;
-}
-
 static bool handler_is_default(int signo)
 {
 	struct sigaction sa;
@@ -1243,7 +1235,7 @@ Test(pool, signal_option)
 		pid_t pid;
 
 		snprintf(name, sizeof(name), "sigfifo%zu", i);
-		fifo = make_fifo(name);
+		fifo = tfifo(name);
 		alarm(30);
 		pid = fork();
 		cr_assert_geq(pid, 0);

@@ -709,8 +709,8 @@ BACKEND_TEST(loan_attack, cancels_from_the_burst_own_callbacks)
 /*
  * Deadlines on lent reads: reads of a FIFO nobody writes to (they wait
  * for ever, holding a buffer on epoll and a slot on io_uring) end with
- * -ETIMEDOUT; reads of a regular file with a deadline of 0 or 1 ms end
- * with their data or -ETIMEDOUT. Many rounds. On io_uring the deadlines
+ * -ETIMEDOUT; reads of a regular file whose deadline is due at once or
+ * almost end with their data or -ETIMEDOUT. Many rounds. On io_uring the deadlines
  * fire before the reads' chains were ever submitted: the cancels then
  * went to the kernel in the same enter, behind the chains, and found
  * nothing of a FIFO's read, which the open's completion had left in task
@@ -1416,7 +1416,7 @@ LOAN_TEST(tp_two_under_valgrind, callback_style_loop_closed_mid_burst)
  * that its own callback frees, after starting the next read on a new
  * block: the loop takes the buffer back after the callback without
  * touching the request (ASan and Valgrind would see it). Half the reads
- * have a deadline, some of 0 ms.
+ * have a deadline, some due at once.
  */
 struct owned_read {
 	struct lent l;

@@ -22,25 +22,6 @@
 #include "epoll.h" /* RL__SLOW_MAX */
 #include "helpers.h"
 
-/* A path that stays valid for the whole test (tpath() recycles four). */
-static const char *keep_path(const char *path)
-{
-	static char kept[128][512];
-	static int n;
-
-	cr_assert_lt(n, 128);
-	snprintf(kept[n], sizeof(kept[n]), "%s", path);
-	return kept[n++];
-}
-
-static const char *make_fifo(const char *name)
-{
-	const char *path = keep_path(tpath(name));
-
-	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
-	return path;
-}
-
 static void sleep_ms(int ms)
 {
 	usleep((useconds_t)ms * 1000);
@@ -92,7 +73,7 @@ static void *writer_main(void *arg)
  */
 static void fifo_read_file_whole(const struct tp *tp, bool grow)
 {
-	const char *fifo = make_fifo("hello");
+	const char *fifo = tfifo("hello");
 	struct writer w = { .path = fifo,
 			    .parts = { "hello", " world" },
 			    .pause_ms = 100 };
@@ -182,7 +163,7 @@ static void closed_read_cb(rl_req *req)
 
 BACKEND_TEST(special, read_file_closes_its_file_before_the_loop_sleeps)
 {
-	const char *fifo = make_fifo("closed");
+	const char *fifo = tfifo("closed");
 	struct writer w = { .path = fifo, .parts = { "abc" } };
 	struct closed_check c = { .fifo = fifo, .open_errno = -1 };
 	rl_req req = { .data = &c };
@@ -236,7 +217,7 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
 		pthread_t th;
 
 		snprintf(name, sizeof(name), "waiting%d", i);
-		fifo = make_fifo(name);
+		fifo = tfifo(name);
 		w.path = fifo;
 		cr_assert_eq(pthread_create(&th, NULL, writer_main, &w), 0);
 		sleep_ms(5); /* the writer is in open() by now, most likely */
@@ -262,7 +243,7 @@ BACKEND_TEST(special, writer_waiting_in_open_keeps_its_reader)
  * O_NONBLOCK); it does not fail with ENXIO. */
 BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
 {
-	const char *fifo = make_fifo("wait-reader");
+	const char *fifo = tfifo("wait-reader");
 	struct tseen s = { 0 };
 	rl_req req = { .data = &s };
 	char buf[8];
@@ -295,7 +276,7 @@ BACKEND_TEST(special, open_fifo_for_writing_waits_for_a_reader)
  * loop ends another: no worker or kernel thread is left waiting. */
 BACKEND_TEST(special, open_fifo_for_writing_cancelled)
 {
-	const char *f1 = make_fifo("nobody1"), *f2 = make_fifo("nobody2");
+	const char *f1 = tfifo("nobody1"), *f2 = tfifo("nobody2");
 	struct tseen s1 = { 0 }, s2 = { 0 };
 	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 };
 	rl_loop *loop = tloop(tp);
@@ -349,7 +330,7 @@ static void opened_cb(rl_req *req)
 
 BACKEND_TEST(special, read_after_open_of_fifo_waits_for_the_writer)
 {
-	const char *fifo = make_fifo("late-writer");
+	const char *fifo = tfifo("late-writer");
 	struct writer w = { .path = fifo,
 			    .delay_ms = 100,
 			    .parts = { "data" } };
@@ -564,7 +545,7 @@ static void cancel_waiting(rl_loop *loop, rl_req *reqs, struct tseen *fs, int n)
 BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 {
 	enum { FIFOS = 3, OPENS = 2, QUICK = 20 };
-	const char *path = keep_path(tfile("quick", 12));
+	const char *path = tkeep_path(tfile("quick", 12));
 	struct tseen fs[FIFOS + OPENS] = { { 0 } };
 	rl_req freqs[FIFOS + OPENS], quick[QUICK];
 	char fbuf[FIFOS][16], qbuf[QUICK][16];
@@ -584,15 +565,15 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 		freqs[i] = (rl_req){ .data = &fs[i] };
 		if (i < FIFOS)
 			cr_assert_eq(rl_fs_read_file(loop, &freqs[i],
-						     make_fifo(name), fbuf[i],
+						     tfifo(name), fbuf[i],
 						     sizeof(fbuf[i]), 0,
 						     tseen_cb),
 				     0);
 		else
-			cr_assert_eq(
-				rl_fs_open(loop, &freqs[i], make_fifo(name),
-					   O_WRONLY | O_CLOEXEC, 0, tseen_cb),
-				0);
+			cr_assert_eq(rl_fs_open(loop, &freqs[i], tfifo(name),
+						O_WRONLY | O_CLOEXEC, 0,
+						tseen_cb),
+				     0);
 	}
 	/* Let them reach the workers (or the kernel) first. */
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -628,7 +609,7 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 {
 	enum { SLOTS = 4, FIFOS = 6, QUICK = 20 };
-	const char *path = keep_path(tfile("sq", 12));
+	const char *path = tkeep_path(tfile("sq", 12));
 	struct tseen fs[FIFOS] = { { 0 } };
 	rl_req freqs[FIFOS], quick[QUICK];
 	char fbuf[FIFOS][16], qbuf[QUICK][16], wpath[QUICK][512];
@@ -647,7 +628,7 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 		char name[32];
 
 		snprintf(name, sizeof(name), "slotfifo%d", i);
-		fifo[i] = make_fifo(name);
+		fifo[i] = tfifo(name);
 		freqs[i] = (rl_req){ .data = &fs[i] };
 		cr_assert_eq(rl_fs_read_file(loop, &freqs[i], fifo[i], fbuf[i],
 					     sizeof(fbuf[i]), 0, tseen_cb),
@@ -709,7 +690,7 @@ BACKEND_TEST(special, waiting_fifos_do_not_starve_the_slots)
 BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
 {
 	enum { SLOTS = 4, FIFOS = 6 };
-	const char *path = keep_path(tfile("sqw", 12));
+	const char *path = tkeep_path(tfile("sqw", 12));
 	struct tseen fs[FIFOS] = { { 0 } };
 	rl_req freqs[FIFOS];
 	struct rl_options opt;
@@ -725,8 +706,8 @@ BACKEND_TEST(special, waiting_fifo_writes_do_not_starve_the_slots)
 
 		snprintf(name, sizeof(name), "slotwfifo%d", i);
 		freqs[i] = (rl_req){ .data = &fs[i] };
-		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], make_fifo(name),
-					      "x", 1, 0, 0644, tseen_cb),
+		cr_assert_eq(rl_fs_write_file(loop, &freqs[i], tfifo(name), "x",
+					      1, 0, 0644, tseen_cb),
 			     0);
 	}
 	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
@@ -769,7 +750,7 @@ static void start_full_fifo_writes(rl_loop *loop, const char *prefix, int n,
 		const char *fifo;
 
 		snprintf(name, sizeof(name), "%s%d", prefix, i);
-		fifo = make_fifo(name);
+		fifo = tfifo(name);
 		rfd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 		cr_assert_geq(rfd[i], 0);
 		freqs[i] = (rl_req){ .data = &fs[i] };
@@ -793,7 +774,7 @@ static void start_full_fifo_writes(rl_loop *loop, const char *prefix, int n,
 BACKEND_TEST(special, full_fifo_writes_do_not_starve_the_pool)
 {
 	enum { FIFOS = 3, BIG = 256 * 1024 };
-	const char *path = keep_path(tfile("ffw", 12));
+	const char *path = tkeep_path(tfile("ffw", 12));
 	struct tseen fs[FIFOS] = { { 0 } };
 	rl_req freqs[FIFOS];
 	struct rl_options opt;
@@ -943,7 +924,7 @@ BACKEND_TEST(special, char_devices)
 BACKEND_TEST(special, blocked_pipe_writes_do_not_starve_the_pool)
 {
 	enum { W = 3, QUICK = 10, SIZE = 1 << 20 };
-	const char *path = keep_path(tfile("quick", 12));
+	const char *path = tkeep_path(tfile("quick", 12));
 	static char data[SIZE];
 	struct tseen ws[W] = { { 0 } };
 	rl_req wreqs[W], quick[QUICK];

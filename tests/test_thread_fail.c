@@ -231,25 +231,6 @@ static void gate_open(struct gate *g, int main_left, int others_left)
 
 /* ----------------------------------------------------------- plumbing */
 
-/* A path that stays valid for the whole test (tpath() recycles four). */
-static const char *keep_path(const char *path)
-{
-	static char kept[32][512];
-	static int n;
-
-	cr_assert_lt(n, 32);
-	snprintf(kept[n], sizeof(kept[n]), "%s", path);
-	return kept[n++];
-}
-
-static const char *make_fifo(const char *name)
-{
-	const char *path = keep_path(tpath(name));
-
-	cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo: %s", strerror(errno));
-	return path;
-}
-
 /* The process's threads but the kernel's io_uring workers (iou-wrk-*,
  * iou-sqp-*), which come and go as the kernel likes and are not made by
  * clone. */
@@ -463,9 +444,9 @@ static void drain_cb(rl_timer *t, int status)
 	}
 }
 
-/* The readers come: on io_uring after 30 ms (its requests wait for
- * them), on epoll only once every request of the slow lane has ended by
- * itself (a request that waited for its reader would wait for ever). */
+/* The readers come: on io_uring after a short pause (its requests wait
+ * for them), on epoll only once every request of the slow lane has ended
+ * by itself (a request that waited for its reader would wait for ever). */
 static void readers_cb(rl_timer *t, int status)
 {
 	struct slow_case *c = t->data;
@@ -479,7 +460,7 @@ static void readers_cb(rl_timer *t, int status)
 	rl_timer_stop(c->loop, t);
 	c->open_reader = open(c->fifo_open, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	cr_assert_geq(c->open_reader, 0);
-	c->noreader.fd = open(keep_path(tpath("noreader")),
+	c->noreader.fd = open(tkeep_path(tpath("noreader")),
 			      O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	cr_assert_geq(c->noreader.fd, 0);
 	cr_assert_eq(rl_timer_start(c->loop, &c->drain, 1, 1, drain_cb), 0);
@@ -513,7 +494,7 @@ static unsigned char *pattern(const char *name, size_t len)
  */
 static void slow_case_run(struct slow_case *c, unsigned char **bufs)
 {
-	const char *path = keep_path(tfile("regular", 40000));
+	const char *path = tkeep_path(tfile("regular", 40000));
 	int p[2];
 	static char dn[16];
 	static unsigned char reg[NREG][40000];
@@ -526,9 +507,9 @@ static void slow_case_run(struct slow_case *c, unsigned char **bufs)
 	c->full.name = "full";
 	c->pipe.name = "pipe";
 	c->noreader.fd = c->open_reader = -1;
-	make_fifo("noreader");
-	c->fifo_open = make_fifo("open");
-	c->full.fd = open(make_fifo("full"), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	tfifo("noreader");
+	c->fifo_open = tfifo("open");
+	c->full.fd = open(tfifo("full"), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	cr_assert_geq(c->full.fd, 0);
 	cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
 	c->pipe.fd = p[0];
@@ -541,12 +522,12 @@ static void slow_case_run(struct slow_case *c, unsigned char **bufs)
 				O_WRONLY | O_CLOEXEC, 0, open_cb),
 		     0);
 	cr_assert_eq(rl_fs_write_file(c->loop, &r_nr,
-				      keep_path(tpath("noreader")), bufs[0],
+				      tkeep_path(tpath("noreader")), bufs[0],
 				      BIG, 0, 0600, tseen_cb),
 		     0);
 	cr_assert_eq(rl_fs_write_file(c->loop, &r_full,
-				      keep_path(tpath("full")), bufs[1], BIG, 0,
-				      0600, tseen_cb),
+				      tkeep_path(tpath("full")), bufs[1], BIG,
+				      0, 0600, tseen_cb),
 		     0);
 	cr_assert_eq(rl_fs_write(c->loop, &r_pipe, c->pipe_w, bufs[2], BIG, -1,
 				 tseen_cb),
@@ -664,7 +645,7 @@ static void b_reader_cb(rl_timer *t, int status)
 {
 	cr_assert_eq(status, 0);
 	*(int *)t->data =
-		open(keep_path(tpath("b")), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		open(tkeep_path(tpath("b")), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	cr_assert_geq(*(int *)t->data, 0);
 }
 
@@ -684,8 +665,8 @@ BACKEND_TEST(thread_fail, slow_lane_busy_and_cannot_grow)
 	int b_reader = -1, base, threads;
 	rl_loop *loop;
 
-	a_fifo = make_fifo("a");
-	make_fifo("b");
+	a_fifo = tfifo("a");
+	tfifo("b");
 	alarm(30);
 	base = threads_now();
 	loop = tloop(tp);
@@ -704,7 +685,7 @@ BACKEND_TEST(thread_fail, slow_lane_busy_and_cannot_grow)
 	cr_assert_eq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	cr_assert_eq(a.calls, 0);
 	deny_threads();
-	cr_assert_eq(rl_fs_open(loop, &rb, keep_path(tpath("b")),
+	cr_assert_eq(rl_fs_open(loop, &rb, tkeep_path(tpath("b")),
 				O_WRONLY | O_CLOEXEC, 0, b_cb),
 		     0);
 	/* On epoll, B must end by itself: its reader never comes. */
@@ -803,13 +784,13 @@ BACKEND_TEST(thread_fail, burst_bigger_than_the_pool)
 		char name[16];
 
 		snprintf(name, sizeof(name), "reg%d", i);
-		paths[i] = keep_path(tfile(name, 1000 + 500 * (size_t)i));
+		paths[i] = tkeep_path(tfile(name, 1000 + 500 * (size_t)i));
 	}
 	for (int i = 0; i < BURST_FIFO; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "fifo%d", i);
-		b.fifo[i] = make_fifo(name);
+		b.fifo[i] = tfifo(name);
 		b.reader[i] = -1;
 	}
 	alarm(40);
@@ -970,7 +951,7 @@ BACKEND_TEST(thread_fail, group_third_thread_refused)
  */
 static void group_member_pools(const struct tp *tp, int others_left)
 {
-	const char *path = keep_path(tfile("member", 3000));
+	const char *path = tkeep_path(tfile("member", 3000));
 	struct rl_group_options opt;
 	struct gate g;
 	struct tseen s = { 0 };
@@ -1089,7 +1070,7 @@ BACKEND_TEST(thread_fail, spread_burst_on_a_group)
 		char name[16];
 
 		snprintf(name, sizeof(name), "spread%d", i);
-		sp->paths[i] = keep_path(tfile(name, 2000 + 1000 * (size_t)i));
+		sp->paths[i] = tkeep_path(tfile(name, 2000 + 1000 * (size_t)i));
 	}
 	alarm(40);
 	fds = tfd_count();
