@@ -165,9 +165,15 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 			len = RL__READ_FILE_FIRST;
 	} else if (grow && (!buf || !len)) {
 		/* The caller asked the loop for a buffer; a hint of 0 gets a
-		 * page. Later requests reuse it if the caller passes it back. */
+		 * page. Later requests reuse it if the caller passes it back.
+		 * The loop never allocates past read_file_max, not even for a
+		 * hint: a buffer that large would read a file the cap refuses. */
 		size_t cap = len ? len : RL__READ_FILE_FIRST;
-		void *p = realloc(buf, cap);
+		void *p;
+
+		if (cap > loop->opt.read_file_max)
+			cap = loop->opt.read_file_max;
+		p = realloc(buf, cap);
 
 		if (!p)
 			return -ENOMEM;

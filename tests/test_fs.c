@@ -104,6 +104,54 @@ BACKEND_TEST(fs, read_file_grow_exact_power_of_two)
 	tclose(loop);
 }
 
+/*
+ * read_file_max bounds what the loop allocates. A hint past it gets a
+ * buffer of the cap, so a file past the cap fails with -EFBIG (with the
+ * hint's buffer it would have fit and been read); a file at the cap is
+ * read. A buffer the caller passes is never shrunk: a file that fits it is
+ * read whole, past the cap or not.
+ */
+BACKEND_TEST(fs, read_file_grow_hint_past_the_cap)
+{
+	size_t max = 64 << 10;
+	const char *at_cap = tfile("at_cap", max - 1);
+	const char *past = tfile("past_cap", max + 100);
+	struct tseen s1 = { 0 }, s2 = { 0 }, s3 = { 0 };
+	rl_req r1 = { .data = &s1 }, r2 = { .data = &s2 }, r3 = { .data = &s3 };
+	struct rl_options opt = { 0 };
+	void *mine = malloc(1 << 20);
+	rl_loop *loop;
+
+	cr_assert_not_null(mine);
+	opt.read_file_max = max;
+	loop = tloop_opts(tp, &opt);
+	cr_assert_eq(rl_fs_read_file(loop, &r1, past, NULL, 1 << 20,
+				     RL_READ_FILE_GROW, tseen_cb),
+		     0);
+	cr_assert_eq(rl_fs_read_file(loop, &r2, at_cap, NULL, 1 << 20,
+				     RL_READ_FILE_GROW, tseen_cb),
+		     0);
+	cr_assert_eq(rl_fs_read_file(loop, &r3, past, mine, 1 << 20,
+				     RL_READ_FILE_GROW, tseen_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(s1.calls, 1);
+	cr_assert_eq(s1.result, -EFBIG, "result %lld", (long long)s1.result);
+	cr_assert_leq(r1.len, max, "the loop allocated %zu bytes", r1.len);
+	cr_assert_eq(s2.calls, 1);
+	cr_assert_eq(s2.result, (int64_t)(max - 1));
+	cr_assert_leq(r2.len, max);
+	tcheck("at_cap", r2.buf, max - 1);
+	cr_assert_eq(s3.calls, 1);
+	cr_assert_eq(s3.result, (int64_t)(max + 100));
+	cr_assert_eq(r3.buf, mine, "the caller's buffer was replaced");
+	tcheck("past_cap", r3.buf, max + 100);
+	free(r1.buf);
+	free(r2.buf);
+	free(r3.buf);
+	tclose(loop);
+}
+
 BACKEND_TEST(fs, read_file_missing_and_directory)
 {
 	struct tseen s1 = { 0 }, s2 = { 0 };

@@ -550,7 +550,9 @@ int rl_fs_stat(rl_loop *loop, rl_req *req, const char *path, struct statx *stx,
  * buf/len is the caller's buffer and a file larger than len fails with
  * -EFBIG. With RL_READ_FILE_GROW, buf (NULL or malloc'ed, len its size) is
  * grown as needed, up to rl_options.read_file_max; a larger file fails
- * with -EFBIG. result is the file size read; req->buf and req->len then
+ * with -EFBIG. The cap bounds what the loop allocates: with buf NULL, a
+ * len past it gets a buffer of the cap, while a buffer the caller passes
+ * is never shrunk, and a file that fits it is read whole. result is the file size read; req->buf and req->len then
  * hold the data and its capacity (also after a failure: the caller frees
  * req->buf). A FIFO or a character device is read as a blocking read(2)
  * would, to its end of file: every byte the stream handed over is in the
