@@ -29,11 +29,6 @@ struct rl__cb_chunk {
 	struct rl__cb_entry e[CHUNK];
 };
 
-/* The size of the pooled read_file's first buffer: small, and learned
- * from the files read so far (callback_fs.c), because a read that
- * outgrows it costs a second pass. */
-#define FIRST_GUESS 256
-
 static void ctx_free(rl_cb_ctx *cbs)
 {
 	struct rl__cb_chunk *c;
@@ -89,7 +84,7 @@ int rl_cb_ctx_open(rl_loop *loop, rl_cb_ctx **out)
 	rl__list_init(&cbs->chunks);
 	rl__list_init(&cbs->conns);
 	rl__list_init(&cbs->servers);
-	cbs->guess = FIRST_GUESS;
+	cbs->guess = RL__CB_FIRST_GUESS;
 	rl_loop_on_close(loop, &cbs->close_hook, close_with_loop);
 	*out = cbs;
 	return 0;

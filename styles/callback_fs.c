@@ -14,6 +14,8 @@
 
 /* The pooled read_file's first guess stops growing here. */
 #define MAX_GUESS (1u << 20)
+/* The reads after which the guess may fall back (learn()). */
+#define GUESS_WINDOW 128
 
 /* An entry for a request about to be submitted, or NULL (*ret set). */
 static struct rl__cb_entry *take(rl_cb_ctx *cbs, bool has_done, void *arg,
@@ -52,8 +54,42 @@ static int submitted(rl_cb_ctx *cbs, struct rl__cb_entry *e, int ret)
 
 /* ------------------------------------------------------------ read_file */
 
-/* The pooled read_file: the buffer stays with the entry for its next
- * read_file, and the guess for new entries learns the sizes read. */
+/* The power of two that holds n bytes, within the guess's bounds. */
+static size_t guess_for(size_t n)
+{
+	size_t g = RL__CB_FIRST_GUESS;
+
+	while (g < n && g < MAX_GUESS)
+		g *= 2;
+	return g;
+}
+
+/*
+ * The guess learns from a file of n bytes. It grows at once to fit a file
+ * larger than itself, so a run of large files costs one second pass, not
+ * one each. It falls back once per GUESS_WINDOW reads, to fit the largest
+ * file of that window and the one before: the loop takes a buffer of the
+ * guess for every read under way (on epoll at submission), and one large
+ * file must not make every later read of small ones ask for its size.
+ */
+static void learn(rl_cb_ctx *cbs, size_t n)
+{
+	if (n > cbs->guess)
+		cbs->guess = guess_for(n);
+	if (n > cbs->guess_max[0])
+		cbs->guess_max[0] = n;
+	if (++cbs->guess_reads < GUESS_WINDOW)
+		return;
+	cbs->guess = guess_for(cbs->guess_max[0] > cbs->guess_max[1]
+				       ? cbs->guess_max[0]
+				       : cbs->guess_max[1]);
+	cbs->guess_max[1] = cbs->guess_max[0];
+	cbs->guess_max[0] = 0;
+	cbs->guess_reads = 0;
+}
+
+/* The pooled read_file: the loop lends the buffer for the callback, and
+ * the guess for the next reads learns the sizes read. */
 static void pooled_done(rl_req *req)
 {
 	struct rl__cb_entry *e = (struct rl__cb_entry *)req;
@@ -61,10 +97,8 @@ static void pooled_done(rl_req *req)
 	int64_t res = req->result;
 
 	cbs->in_flight--;
-	if (res > 0 && (size_t)res > cbs->guess && cbs->guess < MAX_GUESS) {
-		while (cbs->guess < (size_t)res && cbs->guess < MAX_GUESS)
-			cbs->guess *= 2;
-	}
+	if (res >= 0)
+		learn(cbs, (size_t)res);
 	/* The entry goes back to the pool after the callback, so its buffer
 	 * stays valid while the callback reads it; a read the callback
 	 * starts takes another entry, and a close it tries is refused. */

@@ -34,6 +34,11 @@ struct rl__cb_entry {
 
 struct rl__cb_chunk;
 
+/* The size of the pooled read_file's first buffer: small, and learned
+ * from the files read so far (callback_fs.c), because a read that
+ * outgrows it costs a second pass. */
+#define RL__CB_FIRST_GUESS 256
+
 struct rl_cb_ctx {
 	rl_loop *loop;
 	rl_close_hook close_hook; /* rl_loop_close() closes us */
@@ -42,6 +47,8 @@ struct rl_cb_ctx {
 	size_t in_flight;
 	size_t pooled;
 	size_t guess;	      /* the first buffer of a new entry's read_file */
+	size_t guess_max[2];  /* the largest file of this window, the last */
+	unsigned guess_reads; /* reads learned from in this window */
 	unsigned dispatching; /* our callbacks running now */
 	bool closed;	      /* closed by the loop, freed at its end */
 	struct rl_link conns; /* rl_cb_conn: alive (callback_net.c) */

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,72 @@ BACKEND_TEST(callback_fs, read_file_three_forms)
 	cr_assert_eq(missing.err, -ENOENT);
 	cr_assert_not_null(missing.data, "the buffer comes back on failure");
 	free((void *)missing.data);
+	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
+	tclose(loop);
+}
+
+/* A pooled read's data: its bytes checked, the size of the buffer the
+ * loop lent for it noted. */
+struct lent {
+	int calls;
+	size_t len, cap;
+	const char *name;
+};
+
+static void lent_cb(int err, const void *data, size_t len, void *arg)
+{
+	struct lent *l = arg;
+
+	cr_assert_eq(err, 0, "%s", rl_strerror(err));
+	l->calls++;
+	l->len = len;
+	l->cap = malloc_usable_size((void *)data);
+	tcheck(l->name, data, len);
+}
+
+/*
+ * The pooled read_file asks the loop for a buffer of its guess, which
+ * grows to fit the largest file read. One large file must not make every
+ * later read ask for that much (on epoll the buffer is taken at
+ * submission, so 10,000 small reads in flight would hold 10,000 large
+ * buffers): after a few hundred small files the guess has fallen back.
+ */
+BACKEND_TEST(callback_fs, pooled_guess_falls_back_after_a_large_file)
+{
+	struct lent big = { .name = "guess_big" };
+	struct lent small = { .name = "guess_small" };
+	const char *big_path = tfile(big.name, 300 << 10);
+	const char *small_path = tfile(small.name, 100);
+	rl_cb_ctx *cbs;
+
+	loop = tloop(tp);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, big_path, lent_cb, &big), 0);
+	trun(loop);
+	cr_assert_eq(big.calls, 1);
+	cr_assert_eq(big.len, 300 << 10);
+	/* The next small one still gets a large buffer: the guess learned. */
+	cr_assert_eq(rl_cb_fs_read_file(cbs, small_path, lent_cb, &small), 0);
+	trun(loop);
+	cr_assert_eq(small.calls, 1);
+	cr_assert_geq(small.cap, 256 << 10, "lent %zu bytes", small.cap);
+	for (int i = 0; i < 400; i++) {
+		cr_assert_eq(
+			rl_cb_fs_read_file(cbs, small_path, lent_cb, &small),
+			0);
+		trun(loop);
+	}
+	cr_assert_eq(small.calls, 401);
+	cr_assert_eq(small.len, 100);
+	cr_assert_lt(small.cap, 4096, "still lent %zu bytes for 100",
+		     small.cap);
+	/* And it grows again at once. */
+	cr_assert_eq(rl_cb_fs_read_file(cbs, big_path, lent_cb, &big), 0);
+	cr_assert_eq(rl_cb_fs_read_file(cbs, small_path, lent_cb, &small), 0);
+	trun(loop);
+	cr_assert_eq(big.calls, 2);
+	cr_assert_eq(big.len, 300 << 10);
+	cr_assert_eq(small.calls, 402);
 	cr_assert_eq(rl_cb_ctx_close(cbs), 0);
 	tclose(loop);
 }
