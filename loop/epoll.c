@@ -85,12 +85,12 @@ static void fd_wait_drain(rl_loop *loop, struct rl__ep *ep)
 	}
 }
 
-void rl__ep_fd_gave_back(rl_loop *loop, struct rl__ep *ep)
+void rl__ep_fd_gave_back(struct rl__ep *ep)
 {
 	rl_req *waiter;
 
 	ep->fd_gen++;
-	ep->fds_moved_ns = loop->now_ns;
+	ep->fds_stuck_ns = 0;
 	if ((waiter = rl__fifo_pop(&ep->fd_wait)))
 		fd_retry(ep, waiter);
 }
@@ -104,7 +104,7 @@ static void fd_unhold(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 	rl__epr(req)->bflags &= ~(uint32_t)RL__EP_HELD;
 	ep->fds_held--;
 	if (gave_back)
-		rl__ep_fd_gave_back(loop, ep);
+		rl__ep_fd_gave_back(ep);
 	if (!ep->fds_held && !rl__fifo_empty(&ep->fd_wait))
 		fd_wait_drain(loop, ep);
 }
@@ -126,9 +126,8 @@ bool rl__ep_fd_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	}
 	if (!ep->fds_held)
 		return false;
-	/* The wait's bound counts from the first waiter (unstick_fds()). */
-	if (rl__fifo_empty(&ep->fd_wait))
-		ep->fds_moved_ns = loop->now_ns;
+	/* The wait's bound counts from the first wait that finds a waiter
+	 * (unstick_fds()). */
 	rl__epr(req)->step = RL__EP_FD_WAIT;
 	rl__fifo_push(&ep->fd_wait, req);
 	return true;
@@ -140,20 +139,18 @@ bool rl__ep_fd_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req)
  * longer than that. */
 static int64_t unstick_fds(rl_loop *loop, struct rl__ep *ep, int64_t timeout_ns)
 {
-	uint64_t age;
 	rl_req *req;
 
-	if (ep->closing || rl__fifo_empty(&ep->fd_wait))
-		return timeout_ns;
-	/* The clock, not the loop's now: this runs again after a capped
-	 * sleep inside the same wait. Rare: only while requests wait. */
-	age = rl__clock_ns() - ep->fds_moved_ns;
-	if (age < RL__FD_STUCK_NS) {
-		if (timeout_ns < 0 ||
-		    (uint64_t)timeout_ns > RL__FD_STUCK_NS - age)
-			timeout_ns = (int64_t)(RL__FD_STUCK_NS - age);
+	if (ep->closing || rl__fifo_empty(&ep->fd_wait)) {
+		ep->fds_stuck_ns = 0;
 		return timeout_ns;
 	}
+	/* The clock, not the loop's now: this runs again after a capped
+	 * sleep inside the same wait. Rare: only while requests wait. */
+	if (!rl__stuck_for(&ep->fds_stuck_ns, rl__clock_ns(), RL__FD_STUCK_NS,
+			   &timeout_ns))
+		return timeout_ns;
+	ep->fds_stuck_ns = 0;
 	while ((req = rl__fifo_pop(&ep->fd_wait))) {
 		rl__epr(req)->step = RL__EP_NONE;
 		rl__complete(loop, req, -EMFILE);
@@ -374,8 +371,7 @@ static int write_file_done(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 	if (rl__epr(req)->bflags & RL__EP_HELD)
 		fd_unhold(loop, ep, req, true);
 	else
-		rl__ep_fd_gave_back(loop,
-				    ep); /* the slow lane's open, if any */
+		rl__ep_fd_gave_back(ep); /* the slow lane's open, if any */
 	rl__complete(loop, req, res);
 	return 1;
 }

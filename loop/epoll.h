@@ -136,7 +136,7 @@ struct rl__ep {
 	uint64_t in_slow;	  /* ... to the slow lane */
 	uint64_t fds_held;	  /* read_/write_files that may hold an fd */
 	uint32_t fd_gen;	  /* fds they gave back */
-	uint64_t fds_moved_ns;	  /* an fd given back, or the first waiter */
+	uint64_t fds_stuck_ns;	  /* a wait found waiters; 0: an fd came back */
 	struct rl__fifo fd_wait;  /* RL__EP_FD_WAIT */
 	struct rl__spin spin;	  /* whether spinning for jobs paid lately */
 	struct rl__fifo inl;	  /* RL__EP_INLINE */
@@ -249,7 +249,7 @@ void rl__ep_net_bufs_back(rl_loop *loop, const uint16_t *ids, unsigned n);
 void rl__ep_fd_held(struct rl__ep *ep, rl_req *req);
 void rl__ep_fd_released(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* The loop thread closed a read_file's fd (the fast path). */
-void rl__ep_fd_gave_back(rl_loop *loop, struct rl__ep *ep);
+void rl__ep_fd_gave_back(struct rl__ep *ep);
 /* A read_file (write_file) met EMFILE/ENFILE: true when it will try
  * again (later, or at once), false when it must fail with that error. */
 bool rl__ep_fd_wait(rl_loop *loop, struct rl__ep *ep, rl_req *req);

@@ -529,12 +529,12 @@ static bool inline_read_file(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	if (res == RL__WOULD_BLOCK) {
 		/* Not all cached: a worker reads it again, blocking. */
 		rl__ep_sys_close(loop, fd);
-		rl__ep_fd_gave_back(loop, ep);
+		rl__ep_fd_gave_back(ep);
 		return false;
 	}
 out:
 	rl__ep_sys_close(loop, fd);
-	rl__ep_fd_gave_back(loop, ep);
+	rl__ep_fd_gave_back(ep);
 	rl__ep_finish_inline(loop, ep, req, res);
 	return true;
 }

@@ -220,6 +220,32 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result);
 
 /* loop.c */
 uint64_t rl__clock_ns(void);
+
+/*
+ * The backends' watchdogs (slots, CQ budget, fds that nothing gives back)
+ * ask whether a condition has held with nothing moving for limit_ns.
+ * *since is when a wait first found it (0: nothing seen yet, or something
+ * moved since, which resets it). It is stamped at a check, with the
+ * time of that check, never when something moves: a move may be recorded
+ * with a loop time taken before a long sleep, or outside rl_run(), and
+ * an old stamp would make the condition look stuck at once. Returns true
+ * once it has held that long; until then bounds *timeout_ns (a sleep, -1
+ * for none) to what is left.
+ */
+static inline bool rl__stuck_for(uint64_t *since, uint64_t now,
+				 uint64_t limit_ns, int64_t *timeout_ns)
+{
+	uint64_t age;
+
+	if (!*since)
+		*since = now;
+	age = now - *since;
+	if (age >= limit_ns)
+		return true;
+	if (*timeout_ns < 0 || (uint64_t)*timeout_ns > limit_ns - age)
+		*timeout_ns = (int64_t)(limit_ns - age);
+	return false;
+}
 bool rl__alive(const rl_loop *loop);
 /* Runs the posts that wait; returns how many. */
 int rl__drain_posts(rl_loop *loop);

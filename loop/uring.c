@@ -487,8 +487,6 @@ static int32_t take_slot(rl_loop *loop, struct rl__uring *u)
 {
 	int32_t slot = u->free_slots[--u->nfree];
 
-	if (!u->nfree)
-		u->slots_moved_ns = loop->now_ns;
 	if (u->slot_file[slot]) {
 		u->nlinger--;
 		loop->backend_busy--;
@@ -547,7 +545,7 @@ static bool push(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	if (need.slot)
 		rl__ur(req)->slot = take_slot(loop, u);
 	u->cq_owed += owed;
-	u->cq_moved_ns = loop->now_ns;
+	u->cq_stuck_ns = 0;
 	u->pushed_since_cancel_all = true;
 	if (rl__op_is_net(req->op))
 		rl__uring_net_prep(loop, u, req);
@@ -625,7 +623,7 @@ static void push_pending(rl_loop *loop, struct rl__uring *u)
 static void free_slot(rl_loop *loop, struct rl__uring *u, int32_t slot)
 {
 	u->free_slots[u->nfree++] = slot;
-	u->slots_moved_ns = loop->now_ns;
+	u->slots_stuck_ns = 0;
 	if (u->slot_file[slot]) {
 		if (!u->nlinger++)
 			u->linger_since = loop->now_ns;
@@ -735,19 +733,17 @@ static bool wants_slot(struct rl__uring *u, rl_req *req)
 static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 			     int64_t timeout_ns)
 {
-	uint64_t age;
 	rl_req *req;
 
 	if (u->nfree || u->closing || !u->pending.head ||
-	    !wants_slot(u, u->pending.head))
-		return timeout_ns;
-	age = loop->now_ns - u->slots_moved_ns;
-	if (age < SLOT_STUCK_NS) {
-		if (timeout_ns < 0 ||
-		    (uint64_t)timeout_ns > SLOT_STUCK_NS - age)
-			timeout_ns = (int64_t)(SLOT_STUCK_NS - age);
+	    !wants_slot(u, u->pending.head)) {
+		u->slots_stuck_ns = 0;
 		return timeout_ns;
 	}
+	if (!rl__stuck_for(&u->slots_stuck_ns, loop->now_ns, SLOT_STUCK_NS,
+			   &timeout_ns))
+		return timeout_ns;
+	u->slots_stuck_ns = 0;
 	for (req = u->pending.head; req; req = rl__req(req)->next) {
 		if (wants_slot(u, req))
 			rl__uring_fs_unslot(req);
@@ -766,18 +762,16 @@ static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 static int64_t unstick_fds(rl_loop *loop, struct rl__uring *u,
 			   int64_t timeout_ns)
 {
-	uint64_t age;
 	rl_req *req;
 
-	if (u->closing || rl__fifo_empty(&u->fd_wait))
-		return timeout_ns;
-	age = loop->now_ns - u->fds_moved_ns;
-	if (age < RL__FD_STUCK_NS) {
-		if (timeout_ns < 0 ||
-		    (uint64_t)timeout_ns > RL__FD_STUCK_NS - age)
-			timeout_ns = (int64_t)(RL__FD_STUCK_NS - age);
+	if (u->closing || rl__fifo_empty(&u->fd_wait)) {
+		u->fds_stuck_ns = 0;
 		return timeout_ns;
 	}
+	if (!rl__stuck_for(&u->fds_stuck_ns, loop->now_ns, RL__FD_STUCK_NS,
+			   &timeout_ns))
+		return timeout_ns;
+	u->fds_stuck_ns = 0;
 	while ((req = rl__fifo_pop(&u->fd_wait))) {
 		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
 		rl__uring_release_slot(loop, u, req);
@@ -806,22 +800,22 @@ static int64_t unstick_cq(rl_loop *loop, struct rl__uring *u,
 			  int64_t timeout_ns)
 {
 	rl_req *head = u->cont.head ? u->cont.head : u->pending.head;
-	uint64_t age;
 	unsigned owed;
 
-	if (u->closing || !head)
-		return timeout_ns;
-	need_of(u, head, &owed);
-	if (!over_budget(u, owed))
-		return timeout_ns;
-	age = loop->now_ns - u->cq_moved_ns;
-	if (age < CQ_STUCK_NS) {
-		if (timeout_ns < 0 || (uint64_t)timeout_ns > CQ_STUCK_NS - age)
-			timeout_ns = (int64_t)(CQ_STUCK_NS - age);
+	if (u->closing || !head) {
+		u->cq_stuck_ns = 0;
 		return timeout_ns;
 	}
+	need_of(u, head, &owed);
+	if (!over_budget(u, owed)) {
+		u->cq_stuck_ns = 0;
+		return timeout_ns;
+	}
+	if (!rl__stuck_for(&u->cq_stuck_ns, loop->now_ns, CQ_STUCK_NS,
+			   &timeout_ns))
+		return timeout_ns;
 	u->cq_stretch = u->cq_owed;
-	u->cq_moved_ns = loop->now_ns;
+	u->cq_stuck_ns = 0;
 	push_pending(loop, u);
 	/* What still waits (more idle reads) bounds the sleep again. */
 	return unstick_cq(loop, u, timeout_ns);
@@ -915,7 +909,7 @@ static int reap(rl_loop *loop, struct rl__uring *u)
 	if (u->closing && total)
 		u->cancel_all_ns = rl__clock_ns();
 	if (total) {
-		u->cq_moved_ns = loop->now_ns;
+		u->cq_stuck_ns = 0;
 		/* The stretch covers only what is still owed (unstick_cq()). */
 		if (u->cq_stretch > u->cq_owed)
 			u->cq_stretch = u->cq_owed;

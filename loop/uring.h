@@ -97,15 +97,17 @@ struct rl__uring {
 	unsigned nlinger;      /* free slots that hold a file */
 	unsigned nslot_closes; /* their closes in flight */
 	uint64_t linger_since; /* loop time nlinger last left 0 */
-	/* Loop time a slot was last freed, or the table last filled. */
-	uint64_t slots_moved_ns;
+	/* Loop time a wait found every slot taken with requests waiting
+	 * for one, 0 once a slot is freed (rl__stuck_for()). */
+	uint64_t slots_stuck_ns;
 	unsigned cq_budget; /* CQEs we may be owed at once */
 	unsigned cq_owed;
 	/* CQEs owed by requests that stopped counting against the budget
 	 * because nothing moved for CQ_STUCK_NS (unstick_cq() in uring.c),
-	 * and the loop time the budget last moved (a push or a reap). */
+	 * and the loop time a wait found the budget full, 0 once it moves
+	 * (a push or a reap). */
 	unsigned cq_stretch;
-	uint64_t cq_moved_ns;
+	uint64_t cq_stuck_ns;
 	/* Cancels that found no room in the SQ: their targets, sent before
 	 * anything else as soon as there is room. cancel_any: the loop's
 	 * close asked the kernel to drop everything. */
@@ -125,7 +127,7 @@ struct rl__uring {
 	 * read_files held fds: they retry as those close. */
 	struct rl__fifo fd_wait;
 	unsigned fds_held;
-	uint64_t fds_moved_ns; /* an fd given back, or the first waiter */
+	uint64_t fds_stuck_ns; /* a wait found waiters; 0: an fd came back */
 	int efd;
 	bool wake_armed;
 	uint64_t wake_buf;

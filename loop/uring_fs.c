@@ -358,21 +358,19 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 
 /* A read_file or write_file closed its fd: one that waited for an fd may
  * try again, ahead of new requests. */
-void rl__uring_fd_released(rl_loop *loop, struct rl__uring *u)
+void rl__uring_fd_released(struct rl__uring *u)
 {
 	rl_req *req = rl__fifo_pop(&u->fd_wait);
 
-	u->fds_moved_ns = loop->now_ns;
+	u->fds_stuck_ns = 0;
 	if (req)
 		rl__fifo_push(&u->cont, req);
 }
 
-void rl__uring_fd_wait(rl_loop *loop, struct rl__uring *u, rl_req *req)
+void rl__uring_fd_wait(struct rl__uring *u, rl_req *req)
 {
-	/* The wait's bound counts from the first waiter (uring.c,
-	 * unstick_fds()). */
-	if (rl__fifo_empty(&u->fd_wait))
-		u->fds_moved_ns = loop->now_ns;
+	/* The wait's bound counts from the first wait that finds a waiter
+	 * (uring.c, unstick_fds()). */
 	rl__req(req)->state |= RL__REQ_QUEUED;
 	rl__fifo_push(&u->fd_wait, req);
 }
@@ -392,7 +390,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			/* Out of fds because our own read_files hold them:
 			 * wait for one of them to close instead of failing.
 			 * Only an open that no close can help fails. */
-			rl__uring_fd_wait(loop, u, req);
+			rl__uring_fd_wait(u, req);
 			return;
 		}
 		if (res < 0) {
@@ -438,7 +436,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		if (!rl__uring_slotted(u, req)) {
 			req->fd = -1;
 			u->fds_held--;
-			rl__uring_fd_released(loop, u);
+			rl__uring_fd_released(u);
 		}
 		rl__uring_complete(loop, u, req, ur->res[0]);
 		return;

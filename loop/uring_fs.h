@@ -38,8 +38,8 @@ static inline bool rl__uring_stopping(const struct rl__uring *u, rl_req *req)
  * again (uring_fs.c). fd_wait: req's open met EMFILE or ENFILE while
  * others hold fds; it waits for one of them (at most RL__FD_STUCK_NS
  * with none given back, uring.c). */
-void rl__uring_fd_released(rl_loop *loop, struct rl__uring *u);
-void rl__uring_fd_wait(rl_loop *loop, struct rl__uring *u, rl_req *req);
+void rl__uring_fd_released(struct rl__uring *u);
+void rl__uring_fd_wait(struct rl__uring *u, rl_req *req);
 
 /* uring_fs_write.c: writes (write, writev, write_fixed) and write_file. */
 void rl__uring_write_prep(struct rl__uring *u, rl_req *req);

@@ -359,7 +359,7 @@ static void finish(rl_loop *loop, struct rl__uring *u, rl_req *req, int32_t res)
 	if (!rl__uring_slotted(u, req) && req->fd >= 0) {
 		req->fd = -1;
 		u->fds_held--;
-		rl__uring_fd_released(loop, u);
+		rl__uring_fd_released(u);
 	}
 	if (ur->res[0] < 0)
 		rl__uring_complete(loop, rl__u(loop), req, ur->res[0]);
@@ -412,7 +412,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		    !rl__uring_stopping(u, req)) {
 			/* As read_file (uring_fs.c): wait for one of our own
 			 * files to close rather than fail. */
-			rl__uring_fd_wait(loop, u, req);
+			rl__uring_fd_wait(u, req);
 			return;
 		}
 		if (res < 0) {

@@ -573,6 +573,71 @@ BACKEND_TEST(reliability, no_fd_at_all_fails_fast)
 }
 
 /*
+ * The same with no fd at all on io_uring's direct descriptors, which need
+ * none: a burst of read_files far beyond the 8 slots, submitted after the
+ * loop sat idle longer than it waits for a stuck slot, is read whole. The
+ * loop sends requests waiting for a slot to plain fds only when no slot
+ * came free for a while; an idle loop's last timestamp must not count as
+ * that while, or the burst goes to plain fds, here none, and fails with
+ * -EMFILE (as it did when the slots' watchdog stamped the table's filling
+ * with the loop time of the previous rl_run()).
+ */
+BACKEND_TEST(reliability, burst_after_idle_keeps_direct_descriptors)
+{
+	enum { N = 2000, LIMIT = 24 };
+	const char *path = tfile("idle_burst", 12);
+	static rl_req reqs[N];
+	static char bufs[N][16];
+	struct rlimit rl = { LIMIT, LIMIT };
+	struct rl_options opt;
+	struct tally t = { 0 };
+	int held[LIMIT], nheld = 0, fails = 0;
+	rl_loop *loop;
+
+	if (tp->backend != RL_BACKEND_URING || (tp->flags & RL_NO_DIRECT))
+		cr_skip_test("no direct descriptors: without an fd every read "
+			     "fails (no_fd_at_all_fails_fast)");
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	rl_options_init(&opt);
+	opt.direct_slots = 8;
+	loop = tloop_opts(tp, &opt);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (;;) {
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			break;
+		held[nheld++] = fd;
+	}
+	/* Idle for three times the slots' watchdog (SLOT_STUCK_NS). */
+	usleep(30000);
+	alarm(60);
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &t };
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16,
+					     0, tally_cb),
+			     0);
+	}
+	trun(loop);
+	alarm(0);
+	while (nheld)
+		close(held[--nheld]);
+	cr_assert_eq(t.calls, N);
+	for (int i = 0; i < N; i++)
+		if (reqs[i].result != 12) {
+			fails++;
+			t.last = reqs[i].result;
+		}
+	cr_assert_eq(fails, 0, "%d of %d reads: e.g. %s", fails, N,
+		     rl_strerror((int)t.last));
+	for (int i = 0; i < N; i++)
+		tcheck("idle_burst", bufs[i], 12);
+	tclose(loop);
+}
+
+/*
  * rl_options.read_file_max bounds a growing read_file on every backend
  * and every kind of file: a file of exactly the cap fits; one byte more,
  * an endless device, a FIFO that hands over more than the cap: -EFBIG,
