@@ -148,7 +148,11 @@ struct rl_loop {
 	 * open behind the program's back. */
 	uint64_t backend_busy;
 	uint64_t refs;
+	/* The loop's now (rl__now()): read from the clock at most once per
+	 * iteration, and only when something asks for it (a timer, a
+	 * watchdog); now_stale says the iteration has not asked yet. */
 	uint64_t now_ns;
+	bool now_stale;
 	bool stop;
 	bool closing;
 	int running; /* nesting guard for rl_run() */
@@ -220,6 +224,18 @@ void rl__complete(rl_loop *loop, rl_req *req, int64_t result);
 
 /* loop.c */
 uint64_t rl__clock_ns(void);
+
+/* The loop's now, CLOCK_MONOTONIC in ns: the same value for the whole of
+ * an iteration, read when the iteration first asks. An iteration with no
+ * timer and nothing stuck reads no clock. */
+static inline uint64_t rl__now(rl_loop *loop)
+{
+	if (loop->now_stale) {
+		loop->now_ns = rl__clock_ns();
+		loop->now_stale = false;
+	}
+	return loop->now_ns;
+}
 
 /*
  * The backends' watchdogs (slots, CQ budget, fds that nothing gives back)

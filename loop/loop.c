@@ -199,7 +199,9 @@ void rl_loop_stats(const rl_loop *loop, struct rl_stats *out)
 
 uint64_t rl_now_ms(const rl_loop *loop)
 {
-	return loop->now_ns / 1000000u;
+	/* The loop is never a const object: only its cached now changes,
+	 * as it would have at the start of the iteration. */
+	return rl__now((rl_loop *)(uintptr_t)loop) / 1000000u;
 }
 
 void rl_ref(rl_loop *loop)
@@ -461,6 +463,7 @@ static int idle_spin(rl_loop *loop, int64_t timeout)
 		now = rl__clock_ns();
 		if (now - start >= limit) {
 			loop->now_ns = now;
+			loop->now_stale = false;
 			return 0;
 		}
 		rl__cpu_relax();
@@ -526,6 +529,7 @@ int rl__run(rl_loop *loop, enum rl_run_mode mode)
 	loop->stop = false;
 	rl__loop_current = loop;
 	loop->now_ns = rl__clock_ns();
+	loop->now_stale = false;
 	n += run_batch(loop);
 
 	while (!loop->stop && rl__alive(loop)) {
@@ -558,7 +562,7 @@ int rl__run(rl_loop *loop, enum rl_run_mode mode)
 			n = ret;
 			break;
 		}
-		loop->now_ns = rl__clock_ns();
+		loop->now_stale = true;
 		/* A post's callback is a callback rl_run() ran. */
 		n += rl__drain_posts(loop);
 		n += run_batch(loop);

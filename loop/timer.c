@@ -116,7 +116,7 @@ int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 	if (timer->state != RL__TIMER_IDLE)
 		return -EBUSY;
 	timer->cb = cb;
-	timer->due_ns = loop->now_ns + timeout_ms * 1000000u;
+	timer->due_ns = rl__now(loop) + timeout_ms * 1000000u;
 	timer->repeat_ns = repeat_ms * 1000000u;
 	timer->seq = loop->timer_seq++;
 	ret = heap_insert(loop, timer);
@@ -156,12 +156,13 @@ int rl_timer_stop(rl_loop *loop, rl_timer *timer)
 
 int64_t rl__timers_next_ns(rl_loop *loop)
 {
-	uint64_t due;
+	uint64_t due, now;
 
 	if (!loop->heap_len)
 		return -1;
 	due = loop->heap[0]->due_ns;
-	return due <= loop->now_ns ? 0 : (int64_t)(due - loop->now_ns);
+	now = rl__now(loop);
+	return due <= now ? 0 : (int64_t)(due - now);
 }
 
 bool rl__timers_alive(const rl_loop *loop)
@@ -194,13 +195,13 @@ int rl__timers_run(rl_loop *loop)
 	/* A repeating timer is re-armed from now, not from its old deadline,
 	 * so a slow callback cannot make it fire in a burst; it goes back
 	 * with a fresh seq, after every timer already due in this pass. */
-	while (loop->heap_len && loop->heap[0]->due_ns <= loop->now_ns &&
+	while (loop->heap_len && loop->heap[0]->due_ns <= rl__now(loop) &&
 	       loop->heap[0]->seq < limit) {
 		rl_timer *t = loop->heap[0];
 
 		heap_remove(loop, t);
 		if (t->repeat_ns) {
-			t->due_ns = loop->now_ns + t->repeat_ns;
+			t->due_ns = rl__now(loop) + t->repeat_ns;
 			t->seq = loop->timer_seq++;
 			heap_insert(loop, t); /* cannot fail: it just left */
 		} else {

@@ -310,7 +310,7 @@ static int ring_start(rl_loop *loop, struct rl__uring *u)
  * without SQPOLL; with SQPOLL only when the poller sleeps. */
 static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
 {
-	u->last_enter_ns = loop->now_ns;
+	u->poll_idle_ns = 0;
 	if (wait || !u->sqpoll ||
 	    (IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP)) {
 		loop->stats.syscalls++;
@@ -329,16 +329,20 @@ static void count_submit(rl_loop *loop, struct rl__uring *u, bool wait)
  * and no SQE to submit an enter returns empty. One exception: an enter
  * that ran its limit of task work (6.13+, its retry_llist) clears the
  * flag with items left, and a ring without the flag never sets it; so the
- * loop enters anyway once RL__URING_POLL_ENTER_NS has passed since its
- * last enter, and a blocking wait runs everything first.
+ * loop enters anyway once its non-blocking waits have found no reason to
+ * for RL__URING_POLL_ENTER_NS, and a blocking wait runs everything first.
+ * That time counts from the first such wait, so an enter costs no clock
+ * read, and neither does a wait that finds work.
  */
-static bool poll_needs_enter(const rl_loop *loop, struct rl__uring *u)
+static bool poll_needs_enter(rl_loop *loop, struct rl__uring *u)
 {
 	unsigned flags = IO_URING_READ_ONCE(*u->ring.sq.kflags);
+	int64_t no_sleep = -1;
 
 	return io_uring_sq_ready(&u->ring) ||
 	       (flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) ||
-	       loop->now_ns - u->last_enter_ns >= RL__URING_POLL_ENTER_NS;
+	       rl__stuck_for(&u->poll_idle_ns, rl__now(loop),
+			     RL__URING_POLL_ENTER_NS, &no_sleep);
 }
 
 /*
@@ -626,7 +630,7 @@ static void free_slot(rl_loop *loop, struct rl__uring *u, int32_t slot)
 	u->slots_stuck_ns = 0;
 	if (u->slot_file[slot]) {
 		if (!u->nlinger++)
-			u->linger_since = loop->now_ns;
+			u->linger_since = 0;
 		loop->backend_busy++;
 	}
 }
@@ -697,19 +701,15 @@ static void close_lingering(rl_loop *loop, struct rl__uring *u)
 static int64_t flush_lingering(rl_loop *loop, struct rl__uring *u,
 			       int64_t timeout_ns)
 {
-	uint64_t age;
 	bool idle;
 
 	if (!u->nlinger)
 		return timeout_ns;
-	age = loop->now_ns - u->linger_since;
 	idle = u->nfree + u->nslot_closes == u->nslots;
-	if (u->closing || age >= LINGER_NS || (idle && timeout_ns != 0)) {
+	if (u->closing || (idle && timeout_ns != 0) ||
+	    rl__stuck_for(&u->linger_since, rl__now(loop), LINGER_NS,
+			  &timeout_ns))
 		close_lingering(loop, u);
-		return timeout_ns;
-	}
-	if (timeout_ns < 0 || (uint64_t)timeout_ns > LINGER_NS - age)
-		timeout_ns = (int64_t)(LINGER_NS - age);
 	return timeout_ns;
 }
 
@@ -740,7 +740,7 @@ static int64_t unstick_slots(rl_loop *loop, struct rl__uring *u,
 		u->slots_stuck_ns = 0;
 		return timeout_ns;
 	}
-	if (!rl__stuck_for(&u->slots_stuck_ns, loop->now_ns, SLOT_STUCK_NS,
+	if (!rl__stuck_for(&u->slots_stuck_ns, rl__now(loop), SLOT_STUCK_NS,
 			   &timeout_ns))
 		return timeout_ns;
 	u->slots_stuck_ns = 0;
@@ -768,7 +768,7 @@ static int64_t unstick_fds(rl_loop *loop, struct rl__uring *u,
 		u->fds_stuck_ns = 0;
 		return timeout_ns;
 	}
-	if (!rl__stuck_for(&u->fds_stuck_ns, loop->now_ns, RL__FD_STUCK_NS,
+	if (!rl__stuck_for(&u->fds_stuck_ns, rl__now(loop), RL__FD_STUCK_NS,
 			   &timeout_ns))
 		return timeout_ns;
 	u->fds_stuck_ns = 0;
@@ -811,7 +811,7 @@ static int64_t unstick_cq(rl_loop *loop, struct rl__uring *u,
 		u->cq_stuck_ns = 0;
 		return timeout_ns;
 	}
-	if (!rl__stuck_for(&u->cq_stuck_ns, loop->now_ns, CQ_STUCK_NS,
+	if (!rl__stuck_for(&u->cq_stuck_ns, rl__now(loop), CQ_STUCK_NS,
 			   &timeout_ns))
 		return timeout_ns;
 	u->cq_stretch = u->cq_owed;

@@ -65,10 +65,12 @@ struct rl__uring {
 	 * thread that enables it, the first that enters it (ring_start() in
 	 * uring.c). */
 	bool single_issuer;
-	pthread_t issuer;	/* ... that thread, once the ring is enabled */
-	bool defer_taskrun;	/* completions are posted only by our enters */
-	unsigned last_reaped;	/* CQEs the last wait reaped */
-	uint64_t last_enter_ns; /* loop->now_ns at the last enter */
+	pthread_t issuer;     /* ... that thread, once the ring is enabled */
+	bool defer_taskrun;   /* completions are posted only by our enters */
+	unsigned last_reaped; /* CQEs the last wait reaped */
+	/* Loop time a non-blocking wait first found no reason to enter
+	 * since the last enter; 0: entered since (poll_needs_enter()). */
+	uint64_t poll_idle_ns;
 	/* Until the first enter (ring_start()): whether the ring is still
 	 * disabled, and its fd still to be registered (RL_REGISTER_RING). */
 	bool started;
@@ -96,7 +98,9 @@ struct rl__uring {
 	uint8_t *slot_file;
 	unsigned nlinger;      /* free slots that hold a file */
 	unsigned nslot_closes; /* their closes in flight */
-	uint64_t linger_since; /* loop time nlinger last left 0 */
+	/* Loop time a wait first found files lingering since nlinger last
+	 * left 0, or 0 (rl__stuck_for()). */
+	uint64_t linger_since;
 	/* Loop time a wait found every slot taken with requests waiting
 	 * for one, 0 once a slot is freed (rl__stuck_for()). */
 	uint64_t slots_stuck_ns;

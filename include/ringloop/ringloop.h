@@ -348,8 +348,9 @@ void rl_stop(rl_loop *loop);
 void rl_ref(rl_loop *loop);
 void rl_unref(rl_loop *loop);
 
-/* The loop's idea of now, CLOCK_MONOTONIC in milliseconds, updated once per
- * iteration. */
+/* The loop's idea of now, CLOCK_MONOTONIC in milliseconds: one value for a
+ * whole iteration of the loop, read from the clock when the iteration
+ * first needs it (before its callbacks when a timer is pending). */
 uint64_t rl_now_ms(const rl_loop *loop);
 
 /* The library's version as RL_VERSION_HEX encodes it, and as "0.2.0": the
@@ -744,10 +745,10 @@ struct rl_timer {
  * callback. */
 void rl_timer_init(rl_timer *timer);
 
-/* The timeout counts from the loop's now (rl_now_ms()), taken once per
- * iteration before its callbacks run, as libuv's timers do: a timer
- * started by a callback that runs late in a long batch fires up to that
- * much before timeout_ms have passed since the call. */
+/* The timeout counts from the loop's now (rl_now_ms()), one value per
+ * iteration, as libuv's timers do: a timer started by a callback that
+ * runs late in a long batch may fire up to that much before timeout_ms
+ * have passed since the call. */
 int rl_timer_start(rl_loop *loop, rl_timer *timer, uint64_t timeout_ms,
 		   uint64_t repeat_ms, rl_timer_cb cb);
 
