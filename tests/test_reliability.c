@@ -505,22 +505,33 @@ BACKEND_TEST(reliability, read_file_past_the_cap_is_efbig)
  * one (the README's promise: requests wait for an fd). With none left at
  * all, nothing of the loop's can free one: they fail, and do not hang.
  */
-static void fd_exhaustion(const struct tp *tp, int free_fds)
+/*
+ * N parallel read_files of a small file with every fd but free_fds taken
+ * (RLIMIT_NOFILE = LIMIT), from a loop with slots direct-descriptor slots
+ * (0: the default) that sat idle for idle_us first; each read must give
+ * want (12: the file, or an -errno).
+ */
+static void fd_burst(const struct tp *tp, int free_fds, int n, unsigned slots,
+		     unsigned idle_us, int64_t want)
 {
 	enum { N = 5000, LIMIT = 24 };
 	const char *path = tfile("fdpressure", 12);
 	static rl_req reqs[N];
 	static char bufs[N][16];
 	struct rlimit rl = { LIMIT, LIMIT };
+	struct rl_options opt;
 	struct tally t = { 0 };
 	int held[LIMIT], nheld = 0, fails = 0;
-	int64_t want = free_fds ? 12 : -EMFILE;
 	rl_loop *loop;
 
+	cr_assert_leq(n, N);
 	if (getenv("RL_VALGRIND"))
 		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
 	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	loop = tloop(tp);
+	rl_options_init(&opt);
+	opt.direct_slots = slots;
+	loop = tloop_opts(tp, &opt);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	/* Take every fd but free_fds. */
 	for (;;) {
 		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -531,8 +542,10 @@ static void fd_exhaustion(const struct tp *tp, int free_fds)
 	}
 	for (int i = 0; i < free_fds && nheld; i++)
 		close(held[--nheld]);
+	if (idle_us)
+		usleep(idle_us);
 	alarm(60);
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < n; i++) {
 		reqs[i] = (rl_req){ .data = &t };
 		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16,
 					     0, tally_cb),
@@ -540,19 +553,24 @@ static void fd_exhaustion(const struct tp *tp, int free_fds)
 	}
 	trun(loop);
 	alarm(0);
-	cr_assert_eq(t.calls, N);
-	for (int i = 0; i < N; i++)
+	cr_assert_eq(t.calls, n);
+	for (int i = 0; i < n; i++)
 		if (reqs[i].result != want) {
 			fails++;
 			t.last = reqs[i].result;
 		}
 	while (nheld)
 		close(held[--nheld]);
-	cr_assert_eq(fails, 0, "%d of %d reads: e.g. %s", fails, N,
+	cr_assert_eq(fails, 0, "%d of %d reads: e.g. %s", fails, n,
 		     rl_strerror((int)t.last));
-	for (int i = 0; free_fds && i < N; i++)
+	for (int i = 0; want == 12 && i < n; i++)
 		tcheck("fdpressure", bufs[i], 12);
 	tclose(loop);
+}
+
+static void fd_exhaustion(const struct tp *tp, int free_fds)
+{
+	fd_burst(tp, free_fds, 5000, 0, 0, free_fds ? 12 : -EMFILE);
 }
 
 BACKEND_TEST(reliability, fd_exhaustion_waits_on_every_backend)
@@ -584,57 +602,12 @@ BACKEND_TEST(reliability, no_fd_at_all_fails_fast)
  */
 BACKEND_TEST(reliability, burst_after_idle_keeps_direct_descriptors)
 {
-	enum { N = 2000, LIMIT = 24 };
-	const char *path = tfile("idle_burst", 12);
-	static rl_req reqs[N];
-	static char bufs[N][16];
-	struct rlimit rl = { LIMIT, LIMIT };
-	struct rl_options opt;
-	struct tally t = { 0 };
-	int held[LIMIT], nheld = 0, fails = 0;
-	rl_loop *loop;
-
 	if (tp->backend != RL_BACKEND_URING || (tp->flags & RL_NO_DIRECT))
 		cr_skip_test("no direct descriptors: without an fd every read "
 			     "fails (no_fd_at_all_fails_fast)");
-	if (getenv("RL_VALGRIND"))
-		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
-	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	rl_options_init(&opt);
-	opt.direct_slots = 8;
-	loop = tloop_opts(tp, &opt);
-	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-	for (;;) {
-		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		if (fd < 0)
-			break;
-		held[nheld++] = fd;
-	}
-	/* Idle for three times the slots' watchdog (SLOT_STUCK_NS). */
-	usleep(30000);
-	alarm(60);
-	for (int i = 0; i < N; i++) {
-		reqs[i] = (rl_req){ .data = &t };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], path, bufs[i], 16,
-					     0, tally_cb),
-			     0);
-	}
-	trun(loop);
-	alarm(0);
-	while (nheld)
-		close(held[--nheld]);
-	cr_assert_eq(t.calls, N);
-	for (int i = 0; i < N; i++)
-		if (reqs[i].result != 12) {
-			fails++;
-			t.last = reqs[i].result;
-		}
-	cr_assert_eq(fails, 0, "%d of %d reads: e.g. %s", fails, N,
-		     rl_strerror((int)t.last));
-	for (int i = 0; i < N; i++)
-		tcheck("idle_burst", bufs[i], 12);
-	tclose(loop);
+	/* 2,000 reads on 8 slots, after three times the slots' watchdog
+	 * (SLOT_STUCK_NS) idle. */
+	fd_burst(tp, 0, 2000, 8, 30000, 12);
 }
 
 /*
