@@ -1,0 +1,669 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_write_attack.c - attacks on the write side of storage: writes cut
+ * short at every byte, cancelled or timed out at every point, the loop
+ * closed under them, files and paths that change or are not what a write
+ * expects, and the resources a write needs running out. Each test checks
+ * the one rule of ringloop.h: a write reports its whole length only when
+ * every byte went through, and nothing goes out after its callback said
+ * it stopped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fs_helpers.h"
+#include "helpers.h"
+
+#ifndef IOV_MAX
+#define IOV_MAX 1024
+#endif
+
+static bool valgrind(void)
+{
+	return getenv("RL_VALGRIND") != NULL;
+}
+
+/* n natively, small under Valgrind, where every syscall costs far more. */
+static size_t scale(size_t n, size_t valgrind_n)
+{
+	return valgrind() ? valgrind_n : n;
+}
+
+static void set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	cr_assert_geq(fl, 0);
+	cr_assert_eq(
+		fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK), 0);
+}
+
+/* Everything the pipe's read end holds now, appended to *got. */
+static size_t drain_now(int rfd, unsigned char *into, size_t cap, size_t *got)
+{
+	ssize_t r;
+	size_t n = 0;
+
+	set_nonblock(rfd, true);
+	while (*got < cap && (r = read(rfd, into + *got, cap - *got)) > 0) {
+		*got += (size_t)r;
+		n += (size_t)r;
+	}
+	set_nonblock(rfd, false);
+	return n;
+}
+
+/* ------------------------------------------------- SIGXFSZ and RLIMIT_FSIZE */
+
+#define FSIZE_LIMIT (64 << 10)
+
+enum {
+	XFSZ_WRITE,
+	XFSZ_WRITEV,
+	XFSZ_WRITE_FILE,
+	XFSZ_DIRECT,
+	XFSZ_DIRECT_PAST,
+	XFSZ_KINDS
+};
+
+static const char *const xfsz_names[XFSZ_KINDS] = {
+	"write", "writev", "write_file", "O_DIRECT write",
+	"O_DIRECT write past the limit"
+};
+
+/*
+ * In a child with RLIMIT_FSIZE set: a write across the limit (or, for
+ * XFSZ_DIRECT_PAST, one that starts past it). Exit status 0 when the
+ * request said -EFBIG and the prefix below the limit is on the file, else
+ * a number that says what went wrong; a SIGXFSZ death shows as a signal.
+ */
+static int xfsz_child(const struct tp *tp, int kind, const char *path)
+{
+	size_t len = 100 << 10;
+	unsigned char *data = pattern("xfsz", len);
+	struct rlimit rl;
+	struct iovec iov[2] = { { data, 1000 }, { data + 1000, len - 1000 } };
+	struct rl_options opt = { 0 };
+	bool direct = kind == XFSZ_DIRECT || kind == XFSZ_DIRECT_PAST;
+	int64_t off = kind == XFSZ_DIRECT_PAST ? FSIZE_LIMIT : 0;
+	size_t got;
+	unsigned char *back;
+	void *al = NULL;
+	rl_loop *loop;
+	int64_t res;
+	int fd = -1;
+
+	alarm(10);
+	if (getrlimit(RLIMIT_FSIZE, &rl) < 0)
+		return 2;
+	rl.rlim_cur = FSIZE_LIMIT;
+	if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+		return 2;
+	opt.backend = tp->backend;
+	opt.flags = tp->flags;
+	if (rl_loop_open(&loop, &opt) < 0)
+		return 3;
+	if (kind == XFSZ_WRITE_FILE) {
+		res = do_write_file(loop, path, data, len, RL_WRITE_FILE_FSYNC);
+	} else {
+		fd = open(path,
+			  O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC |
+				  (direct ? O_DIRECT : 0),
+			  0644);
+		if (fd < 0 && direct) {
+			rl_loop_close(loop);
+			return 0; /* no O_DIRECT on this file system */
+		}
+		if (fd < 0)
+			return 4;
+		if (direct) {
+			if (posix_memalign(&al, 4096, len))
+				return 4;
+			memcpy(al, data, len);
+		}
+		if (kind == XFSZ_WRITE)
+			res = do_write(loop, fd, data, len, 0);
+		else if (kind == XFSZ_WRITEV)
+			res = do_writev(loop, fd, iov, 2, 0);
+		else
+			res = do_write(loop, fd, al, len, off);
+		close(fd);
+		free(al);
+	}
+	if (rl_loop_close(loop) < 0)
+		return 5;
+	if (res != -EFBIG)
+		return 1;
+	back = slurp(path, &got);
+	if (got != (off ? 0 : FSIZE_LIMIT) || memcmp(back, data, got) != 0)
+		return 6;
+	free(back);
+	free(data);
+	return 0;
+}
+
+/* The child's exit, as a word for the messages. */
+static void xfsz_run(const struct tp *tp, int kind, int *status)
+{
+	const char *path = spath(xfsz_names[kind]);
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(xfsz_child(tp, kind, path));
+	cr_assert_eq(waitpid(pid, status, 0), pid);
+}
+
+/*
+ * A write across RLIMIT_FSIZE writes what fits and fails with -EFBIG, on
+ * every backend and for every kind of write, the part below the limit on
+ * the file. The kernel raises SIGXFSZ as for write(2); ringloop.h says
+ * that on io_uring it may land on the loop's own thread (a write the
+ * kernel issues inline, as an O_DIRECT one on ext4): so with SIGXFSZ
+ * ignored every write says -EFBIG, and with it at its default
+ * (terminate) each either says -EFBIG or, on io_uring only, dies of
+ * SIGXFSZ. On epoll the writes that cross or pass the limit run on pool
+ * workers, which block every signal (AIO takes no write past the end of
+ * the file), so none dies of it there.
+ */
+BACKEND_TEST(write_attack, efbig_past_the_file_size_limit_and_sigxfsz)
+{
+	bool epoll = tp->backend == RL_BACKEND_EPOLL;
+	int status;
+
+	alarm(40);
+	signal(SIGXFSZ, SIG_IGN);
+	for (int kind = 0; kind < XFSZ_KINDS; kind++) {
+		xfsz_run(tp, kind, &status);
+		cr_assert(!WIFSIGNALED(status),
+			  "%s, SIGXFSZ ignored: signal %d", xfsz_names[kind],
+			  WTERMSIG(status));
+		cr_assert_eq(WEXITSTATUS(status), 0,
+			     "%s, SIGXFSZ ignored: child says %d",
+			     xfsz_names[kind], WEXITSTATUS(status));
+	}
+	signal(SIGXFSZ, SIG_DFL);
+	for (int kind = 0; kind < XFSZ_KINDS; kind++) {
+		xfsz_run(tp, kind, &status);
+		if (WIFSIGNALED(status)) {
+			cr_assert_eq(WTERMSIG(status), SIGXFSZ, "%s: signal %d",
+				     xfsz_names[kind], WTERMSIG(status));
+			cr_assert(!epoll, "%s on epoll died of SIGXFSZ",
+				  xfsz_names[kind]);
+			continue;
+		}
+		cr_assert_eq(WEXITSTATUS(status), 0, "%s: child says %d",
+			     xfsz_names[kind], WEXITSTATUS(status));
+	}
+	alarm(0);
+}
+
+/* ------------------------------------------- writes cut short at every byte */
+
+/* A pipe reader that takes one byte at a time for the first `slow` bytes
+ * (so the writer meets a pipe with room for a byte, then for a page, at
+ * every point), then whole pages, and keeps what it read. */
+struct trickle {
+	int fd;
+	size_t want, slow, got;
+	unsigned char *buf;
+};
+
+static void *trickle(void *arg)
+{
+	struct trickle *t = arg;
+	ssize_t r;
+
+	usleep(10000);
+	while (t->got < t->want) {
+		size_t n = t->got < t->slow ? 1 : t->want - t->got;
+
+		r = read(t->fd, t->buf + t->got, n < 4096 ? n : 4096);
+		if (r <= 0)
+			break;
+		t->got += (size_t)r;
+	}
+	return NULL;
+}
+
+/*
+ * writev of IOV_MAX iovecs, some empty (first, last, runs of them), some
+ * overlapping (the same bytes twice), to a pipe whose reader takes one
+ * byte at a time: the loop continues from every byte the pipe cut it at,
+ * and the reader gets exactly the concatenation, nothing lost, nothing
+ * twice. IOV_MAX + 1 iovecs fail at the call, and so does a total past
+ * INT_MAX, before any byte goes.
+ */
+BACKEND_TEST(write_attack, writev_empty_and_overlapping_iovecs_byte_at_a_time)
+{
+	enum { SRC = 64 << 10 };
+	static struct iovec iov[IOV_MAX + 1];
+	unsigned char *src = pattern("overlap", SRC);
+	unsigned char *want;
+	struct trickle t = { 0 };
+	pthread_t th;
+	size_t total = 0;
+	struct one o;
+	int pfd[2];
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	for (unsigned i = 0; i < IOV_MAX; i++) {
+		/* Lengths 0..~400, starting anywhere, so iovecs overlap. */
+		size_t len =
+			(i % 7 == 0 || i == IOV_MAX - 1) ? 0 : (i * 37) % 401;
+		size_t at = (i * 2654435761u) % (SRC - 401);
+
+		iov[i].iov_base = src + at;
+		iov[i].iov_len = len;
+		total += len;
+	}
+	want = malloc(total);
+	cr_assert_not_null(want);
+	for (unsigned i = 0, w = 0; i < IOV_MAX; w += iov[i].iov_len, i++)
+		memcpy(want + w, iov[i].iov_base, iov[i].iov_len);
+	loop = tloop(tp);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	/* A small pipe: every few iovecs meet a full one. */
+	fcntl(pfd[1], F_SETPIPE_SZ, 4096);
+	iov[IOV_MAX] = (struct iovec){ src, 1 };
+	cr_assert_eq(rl_fs_writev(loop, one_req(&o), pfd[1], iov, IOV_MAX + 1,
+				  -1, tseen_cb),
+		     -EINVAL);
+	t = (struct trickle){ .fd = pfd[0],
+			      .want = total,
+			      .slow = scale(6000, 600),
+			      .buf = malloc(total) };
+	cr_assert_not_null(t.buf);
+	cr_assert_eq(pthread_create(&th, NULL, trickle, &t), 0);
+	cr_assert_eq(rl_fs_writev(loop, one_req(&o), pfd[1], iov, IOV_MAX, -1,
+				  tseen_cb),
+		     0);
+	cr_assert_eq(o.req.len, total);
+	if (tp->backend == RL_BACKEND_URING && valgrind())
+		TRUN_UNTIL(loop, o.s.calls);
+	cr_assert_eq(one_result(loop, &o), (int64_t)total);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(t.got, total);
+	cr_assert(memcmp(t.buf, want, total) == 0,
+		  "the pipe got other bytes than the iovecs held");
+	/* Nothing more came after the callback. */
+	cr_assert_eq(drain_now(pfd[0], t.buf, total, &t.got), 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	free(t.buf);
+	free(want);
+	free(src);
+	tclose(loop);
+	alarm(0);
+}
+
+/* ---------------------------------------- write_file stopped at every point */
+
+/* What a stopped write_file may leave: the old file untouched, or (the
+ * open ran, with O_TRUNC) a prefix of the new data, of any length up to
+ * all of it; with RL_WRITE_FILE_APPEND, the old file and such a prefix
+ * after it. Any other content is garbage. */
+static void check_old_or_prefix(const char *path, const unsigned char *old,
+				size_t oldlen, const unsigned char *data,
+				size_t len, bool append, int64_t res,
+				const char *what)
+{
+	size_t got;
+	unsigned char *back = slurp(path, &got);
+	size_t base = append ? oldlen : 0;
+
+	if (res == (int64_t)len) {
+		cr_assert_eq(got, base + len, "%s: done, but %zu bytes", what,
+			     got);
+	} else {
+		cr_assert_eq(res, -ECANCELED, "%s: %s", what,
+			     rl_strerror((int)res));
+	}
+	if (!append && got == oldlen && memcmp(back, old, oldlen) == 0) {
+		free(back); /* the old file, untouched */
+		return;
+	}
+	cr_assert_geq(got, base, "%s: shorter than the old file", what);
+	cr_assert_leq(got, base + len, "%s: %zu bytes", what, got);
+	cr_assert(!append || memcmp(back, old, oldlen) == 0,
+		  "%s: the old part changed", what);
+	cr_assert(memcmp(back + base, data, got - base) == 0,
+		  "%s: not a prefix of the data (%zu bytes)", what, got - base);
+	free(back);
+}
+
+/*
+ * write_file over an existing larger file, cancelled at every point of its
+ * work: before it went out, after each turn of the loop, after growing
+ * pauses. Each says -ECANCELED or len; len means the file is exactly the
+ * data (the old, longer file truncated), and -ECANCELED means the old
+ * file, or a prefix of the data, never a mix of old and new bytes nor
+ * anything past the data. The same with fsync and with append.
+ */
+BACKEND_TEST(write_attack, write_file_cancelled_at_every_point)
+{
+	size_t oldlen = 256 << 10, len = 96 << 10;
+	unsigned char *old = pattern("wfold", oldlen);
+	unsigned char *data = pattern("wfnew", len);
+	const char *path = spath("wfcancel");
+	static const unsigned flagsets[] = { 0, RL_WRITE_FILE_FSYNC,
+					     RL_WRITE_FILE_APPEND };
+	int rounds = (int)scale(24, 6);
+	int done = 0, cancelled = 0;
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	for (unsigned f = 0; f < 3; f++) {
+		for (int k = 0; k < rounds; k++) {
+			bool append = flagsets[f] & RL_WRITE_FILE_APPEND;
+			char what[64];
+			struct one o;
+			int ret;
+
+			snprintf(what, sizeof(what), "flags %u, point %d",
+				 flagsets[f], k);
+			cr_assert_eq(tfile("wfold", oldlen) != NULL, true);
+			cr_assert_eq(rename(tpath("wfold"), path), 0);
+			cr_assert_eq(rl_fs_write_file(loop, one_req(&o), path,
+						      data, len, flagsets[f],
+						      0644, tseen_cb),
+				     0);
+			/* k 0: at once; then after k / 2 turns and a pause
+			 * that grows with k. */
+			for (int i = 0; i < k / 2; i++)
+				cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			if (k % 2)
+				tspin_us((unsigned)(k * 20));
+			ret = rl_cancel(loop, &o.req);
+			cr_assert(ret == 0 || ret == -ENOENT, "%s: cancel %d",
+				  what, ret);
+			trun(loop);
+			cr_assert_eq(o.s.calls, 1);
+			if (ret == -ENOENT)
+				cr_assert_eq(o.s.result, (int64_t)len,
+					     "%s: cancel too late, but %s",
+					     what,
+					     rl_strerror((int)o.s.result));
+			check_old_or_prefix(path, old, oldlen, data, len,
+					    append, o.s.result, what);
+			if (o.s.result == (int64_t)len)
+				done++;
+			else
+				cancelled++;
+		}
+	}
+	cr_assert_gt(cancelled, 0, "no cancel was in time");
+	(void)done;
+	free(old);
+	free(data);
+	tclose(loop);
+	alarm(0);
+}
+
+/* ------------------------------------------- a request reused from its cb */
+
+struct relay {
+	rl_loop *loop;
+	int fd;
+	unsigned char *data;
+	size_t at, total;
+	int n, calls;
+	int64_t bad;
+	struct iovec iov[3];
+	unsigned index;
+	bool fixed;
+};
+
+/* Each write's callback sends the next write with the same request, at
+ * the file position, alternating write, writev and write_fixed. */
+static void relay_cb(rl_req *req)
+{
+	struct relay *r = req->data;
+	size_t len = 1000 + (size_t)r->calls * 7;
+	int ret;
+
+	if (req->result != (int64_t)req->len && !r->bad)
+		r->bad = req->result ? req->result : -1;
+	r->calls++;
+	r->at += (size_t)(req->result > 0 ? req->result : 0);
+	if (r->calls >= r->n || r->bad)
+		return;
+	switch (r->calls % 3) {
+	case 0:
+		ret = rl_fs_write(r->loop, req, r->fd, r->data + r->at, len, -1,
+				  relay_cb);
+		break;
+	case 1:
+		r->iov[0] = (struct iovec){ r->data + r->at, 10 };
+		r->iov[1] = (struct iovec){ r->data + r->at + 10, 0 };
+		r->iov[2] = (struct iovec){ r->data + r->at + 10, len - 10 };
+		ret = rl_fs_writev(r->loop, req, r->fd, r->iov, 3, -1,
+				   relay_cb);
+		break;
+	default:
+		ret = r->fixed
+			      ? rl_fs_write_fixed(r->loop, req, r->fd,
+						  r->data + r->at, len, -1, 0,
+						  relay_cb)
+			      : rl_fs_write(r->loop, req, r->fd,
+					    r->data + r->at, len, -1, relay_cb);
+		break;
+	}
+	cr_assert_eq(ret, 0, "resubmit %d: %d", r->calls, ret);
+}
+
+/*
+ * The same request sent again from its own callback for the next write,
+ * a hundred times, at the file position: every write lands after the one
+ * before, none is lost or doubled, and the position ends after them all.
+ */
+BACKEND_TEST(write_attack, request_reused_from_its_own_callback)
+{
+	const char *path = spath("relay");
+	size_t cap = 1 << 20;
+	struct relay r = { 0 };
+	struct iovec reg;
+	rl_req req = { 0 };
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	r.loop = loop;
+	r.n = 100;
+	r.data = pattern("relay", cap);
+	reg = (struct iovec){ r.data, cap };
+	r.fixed = rl_loop_register_buffers(loop, &reg, 1) == 0;
+	r.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(r.fd, 0);
+	req.data = &r;
+	cr_assert_eq(rl_fs_write(loop, &req, r.fd, r.data, 1000, -1, relay_cb),
+		     0);
+	trun(loop);
+	cr_assert_eq(r.bad, 0, "a write said %s", rl_strerror((int)r.bad));
+	cr_assert_eq(r.calls, r.n);
+	cr_assert_eq(lseek(r.fd, 0, SEEK_CUR), (off_t)r.at);
+	close(r.fd);
+	check_content(path, r.data, r.at);
+	if (r.fixed)
+		cr_assert_eq(rl_loop_register_buffers(loop, NULL, 0), 0);
+	free(r.data);
+	tclose(loop);
+	alarm(0);
+}
+
+/* ------------------------------------------------- two appenders at once */
+
+/*
+ * Two fds opened O_APPEND on one file, each with many writes and writevs
+ * in flight at once, at offsets the append must ignore: every record ends
+ * up whole (a write is never split by another's), each exactly once, and
+ * the file is exactly their sum.
+ */
+BACKEND_TEST(write_attack, two_appenders_never_split_a_record)
+{
+	enum { N = 150, REC = 3000 };
+	const char *path = spath("append2");
+	static rl_req reqs[2 * N];
+	static struct tseen seen[2 * N];
+	static unsigned char recs[2 * N][REC];
+	static struct iovec iovs[2 * N][2];
+	static bool found[2 * N];
+	unsigned char *back;
+	size_t got;
+	int fds[2];
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	for (int w = 0; w < 2; w++) {
+		fds[w] = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+			      0644);
+		cr_assert_geq(fds[w], 0);
+	}
+	for (int i = 0; i < 2 * N; i++) {
+		/* A record: its number, then a pattern of its own. */
+		memset(recs[i], 0, REC);
+		memcpy(recs[i], &i, sizeof(i));
+		for (int b = (int)sizeof(i); b < REC; b++)
+			recs[i][b] = (unsigned char)(i * 31 + b);
+		seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		if (i % 2) {
+			iovs[i][0] = (struct iovec){ recs[i], 100 };
+			iovs[i][1] = (struct iovec){ recs[i] + 100, REC - 100 };
+			cr_assert_eq(rl_fs_writev(loop, &reqs[i], fds[i % 2],
+						  iovs[i], 2, i % 3 ? -1 : 7,
+						  tseen_cb),
+				     0);
+		} else {
+			cr_assert_eq(rl_fs_write(loop, &reqs[i], fds[i % 2],
+						 recs[i], REC, i % 3 ? -1 : 5,
+						 tseen_cb),
+				     0);
+		}
+	}
+	trun(loop);
+	for (int i = 0; i < 2 * N; i++) {
+		cr_assert_eq(seen[i].calls, 1);
+		cr_assert_eq(seen[i].result, REC, "record %d: %s", i,
+			     rl_strerror((int)seen[i].result));
+	}
+	back = slurp(path, &got);
+	cr_assert_eq(got, (size_t)2 * N * REC);
+	for (size_t at = 0; at < got; at += REC) {
+		int i;
+
+		memcpy(&i, back + at, sizeof(i));
+		cr_assert(i >= 0 && i < 2 * N && !found[i],
+			  "record at %zu: number %d", at, i);
+		found[i] = true;
+		cr_assert(memcmp(back + at, recs[i], REC) == 0,
+			  "record %d at %zu is split or torn", i, at);
+	}
+	free(back);
+	close(fds[0]);
+	close(fds[1]);
+	tclose(loop);
+	alarm(0);
+}
+
+/* --------------------------------------------- write_file to odd targets */
+
+/*
+ * write_file to what is not a plain new file: each gives the kernel's
+ * answer on every backend, leaves nothing open, and never says len for
+ * bytes that did not go: a directory (-EISDIR), /dev/full (-ENOSPC),
+ * a dangling symlink (creates its target, as open(2) does; with EXCL
+ * -EEXIST), a missing parent (-ENOENT), a file as parent (-ENOTDIR), a
+ * symlink loop (-ELOOP), a path of PATH_MAX (-ENAMETOOLONG), an empty
+ * path (-ENOENT), /proc/self/comm (written), /dev/null with 3 GiB said
+ * too long (-EINVAL, at the call).
+ */
+BACKEND_TEST(write_attack, write_file_to_odd_targets)
+{
+	unsigned char *data = pattern("odd", 8192);
+	const char *dir = spath("odd-dir"), *dangling = spath("odd-dangling");
+	const char *target = spath("odd-target"), *loopy = spath("odd-loop");
+	const char *file = spath("odd-file");
+	char *longp = malloc(PATH_MAX + 16), *under = malloc(PATH_MAX);
+	char comm[32] = { 0 }, comm_old[32] = { 0 };
+	struct one o;
+	int fd;
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	cr_assert_eq(mkdir(dir, 0755), 0);
+	cr_assert_eq(do_write_file(loop, dir, data, 10, 0), -EISDIR);
+	cr_assert_eq(do_write_file(loop, "/dev/full", data, 8192, 0), -ENOSPC);
+	cr_assert_eq(do_write_file(loop, "/dev/full", data, 0, 0), 0);
+	cr_assert_eq(symlink(target, dangling), 0);
+	cr_assert_eq(
+		do_write_file(loop, dangling, data, 10, RL_WRITE_FILE_EXCL),
+		-EEXIST);
+	cr_assert_eq(
+		do_write_file(loop, dangling, data, 8192, RL_WRITE_FILE_FSYNC),
+		8192);
+	check_content(target, data, 8192);
+	snprintf(under, PATH_MAX, "%s/missing/x", tdir());
+	cr_assert_eq(do_write_file(loop, under, data, 10, 0), -ENOENT);
+	tfile("odd-file", 10);
+	snprintf(under, PATH_MAX, "%s/x", file);
+	cr_assert_eq(do_write_file(loop, under, data, 10, 0), -ENOTDIR);
+	cr_assert_eq(symlink(loopy, loopy), 0);
+	cr_assert_eq(do_write_file(loop, loopy, data, 10, 0), -ELOOP);
+	memset(longp, 'a', PATH_MAX + 8);
+	longp[0] = '/';
+	longp[PATH_MAX + 8] = 0;
+	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), longp, data, 10, 0,
+				      0644, tseen_cb),
+		     -ENAMETOOLONG);
+	longp[PATH_MAX] = 0; /* PATH_MAX bytes without its NUL: too long */
+	o.s.calls = 0;
+	if (rl_fs_write_file(loop, one_req(&o), longp, data, 10, 0, 0644,
+			     tseen_cb) == 0)
+		cr_assert_eq(one_result(loop, &o), -ENAMETOOLONG);
+	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), "", data, 10, 0, 0644,
+				      tseen_cb) == 0
+			     ? one_result(loop, &o)
+			     : -ENOENT,
+		     -ENOENT);
+	/* A /proc file the process may write: the name of its main thread
+	 * (whichever thread writes it), put back afterwards. */
+	fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_gt(read(fd, comm_old, sizeof(comm_old) - 1), 0);
+	close(fd);
+	cr_assert_eq(do_write_file(loop, "/proc/self/comm", "wattack", 7, 0),
+		     7);
+	fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(read(fd, comm, sizeof(comm) - 1), 8);
+	close(fd);
+	cr_assert_str_eq(comm, "wattack\n");
+	fd = open("/proc/self/comm", O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_gt(write(fd, comm_old, strlen(comm_old)), 0);
+	close(fd);
+	cr_assert_eq(rl_fs_write_file(loop, one_req(&o), "/dev/null", data,
+				      (size_t)3 << 30, 0, 0644, tseen_cb),
+		     -EINVAL);
+	free(longp);
+	free(under);
+	free(data);
+	tclose(loop);
+	alarm(0);
+}
