@@ -24,8 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "coro_helpers.h"
 #include "fs_helpers.h"
 #include "helpers.h"
+#include "promise_helpers.h"
+#include "ringloop/callback.h"
 
 #ifndef IOV_MAX
 #define IOV_MAX 1024
@@ -76,12 +79,19 @@ enum {
 	XFSZ_WRITE_FILE,
 	XFSZ_DIRECT,
 	XFSZ_DIRECT_PAST,
+	XFSZ_FTRUNCATE,
+	XFSZ_FALLOCATE,
 	XFSZ_KINDS
 };
 
 static const char *const xfsz_names[XFSZ_KINDS] = {
-	"write", "writev", "write_file", "O_DIRECT write",
-	"O_DIRECT write past the limit"
+	"write",
+	"writev",
+	"write_file",
+	"O_DIRECT write",
+	"O_DIRECT write past the limit",
+	"ftruncate past the limit",
+	"fallocate past the limit"
 };
 
 /*
@@ -134,7 +144,16 @@ static int xfsz_child(const struct tp *tp, int kind, const char *path)
 				return 4;
 			memcpy(al, data, len);
 		}
-		if (kind == XFSZ_WRITE)
+		if (kind == XFSZ_FTRUNCATE || kind == XFSZ_FALLOCATE) {
+			/* What fits below the limit first, with write(2). */
+			if (write(fd, data, FSIZE_LIMIT) != FSIZE_LIMIT)
+				return 7;
+		}
+		if (kind == XFSZ_FTRUNCATE)
+			res = do_ftruncate(loop, fd, FSIZE_LIMIT + 1);
+		else if (kind == XFSZ_FALLOCATE)
+			res = do_fallocate(loop, fd, 0, 0, FSIZE_LIMIT + 4096);
+		else if (kind == XFSZ_WRITE)
 			res = do_write(loop, fd, data, len, 0);
 		else if (kind == XFSZ_WRITEV)
 			res = do_writev(loop, fd, iov, 2, 0);
@@ -665,5 +684,346 @@ BACKEND_TEST(write_attack, write_file_to_odd_targets)
 	free(under);
 	free(data);
 	tclose(loop);
+	alarm(0);
+}
+
+/* ------------------------------------ stopped pipe writes stay stopped */
+
+enum { STOP_WRITE, STOP_WRITEV, STOP_FIXED, STOP_WRITE_FILE, STOP_KINDS };
+
+static const char *const stop_names[STOP_KINDS] = { "write", "writev",
+						    "write_fixed",
+						    "write_file to a FIFO" };
+
+/* One write of each kind into its own pipe (or FIFO) that nobody reads,
+ * and what the pipe handed over so far. */
+struct stopped {
+	rl_req req[STOP_KINDS];
+	struct tseen seen[STOP_KINDS];
+	rl_timer timer[STOP_KINDS];
+	int rfd[STOP_KINDS], wfd[STOP_KINDS];
+	unsigned char *got[STOP_KINDS];
+	size_t ngot[STOP_KINDS];
+	struct iovec iov[3];
+	unsigned char *data;
+	size_t len;
+	const char *fifo;
+};
+
+static void stopped_start(rl_loop *loop, struct stopped *st)
+{
+	struct iovec reg;
+	bool fixed;
+
+	st->len = 512 << 10;
+	st->data = pattern("stopped", st->len);
+	/* Where the buffers cannot be registered, a plain write at offset
+	 * 0 (ignored by a pipe) stands in for write_fixed. */
+	reg = (struct iovec){ st->data, st->len };
+	fixed = rl_loop_register_buffers(loop, &reg, 1) == 0;
+	st->iov[0] = (struct iovec){ st->data, 1 };
+	st->iov[1] = (struct iovec){ st->data + 1, 0 };
+	st->iov[2] = (struct iovec){ st->data + 1, st->len - 1 };
+	st->fifo = tfifo("stopped-fifo");
+	for (int k = 0; k < STOP_KINDS; k++) {
+		rl_req *req = &st->req[k];
+		int pfd[2];
+		int ret;
+
+		st->seen[k] = (struct tseen){ 0 };
+		*req = (rl_req){ .data = &st->seen[k] };
+		st->got[k] = malloc(st->len);
+		st->ngot[k] = 0;
+		cr_assert_not_null(st->got[k]);
+		if (k == STOP_WRITE_FILE) {
+			/* A reader that never reads: the write_file's
+			 * open goes through, its write fills the FIFO. */
+			st->rfd[k] = open(st->fifo,
+					  O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+			cr_assert_geq(st->rfd[k], 0);
+			st->wfd[k] = -1;
+			ret = rl_fs_write_file(loop, req, st->fifo, st->data,
+					       st->len, 0, 0644, tseen_cb);
+		} else {
+			cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+			st->rfd[k] = pfd[0];
+			st->wfd[k] = pfd[1];
+			if (k == STOP_WRITE)
+				ret = rl_fs_write(loop, req, pfd[1], st->data,
+						  st->len, -1, tseen_cb);
+			else if (k == STOP_WRITEV)
+				ret = rl_fs_writev(loop, req, pfd[1], st->iov,
+						   3, -1, tseen_cb);
+			else if (fixed)
+				ret = rl_fs_write_fixed(loop, req, pfd[1],
+							st->data, st->len, -1,
+							0, tseen_cb);
+			else
+				ret = rl_fs_write(loop, req, pfd[1], st->data,
+						  st->len, 0, tseen_cb);
+		}
+		cr_assert_eq(ret, 0, "%s: %d", stop_names[k], ret);
+	}
+}
+
+/* After each callback said the write stopped (err): what its pipe holds
+ * is a prefix of the data, short of the whole, and nothing more comes
+ * later, from a worker or the kernel still at it. */
+static void stopped_check(struct stopped *st, int err)
+{
+	for (int k = 0; k < STOP_KINDS; k++) {
+		cr_assert_eq(st->seen[k].calls, 1, "%s: %d callbacks",
+			     stop_names[k], st->seen[k].calls);
+		cr_assert_eq(st->seen[k].result, err, "%s: %s", stop_names[k],
+			     rl_strerror((int)st->seen[k].result));
+		drain_now(st->rfd[k], st->got[k], st->len, &st->ngot[k]);
+	}
+	usleep(30000);
+	for (int k = 0; k < STOP_KINDS; k++) {
+		cr_assert_eq(drain_now(st->rfd[k], st->got[k], st->len,
+				       &st->ngot[k]),
+			     0, "%s: bytes went out after its callback",
+			     stop_names[k]);
+		cr_assert_lt(st->ngot[k], st->len, "%s", stop_names[k]);
+		cr_assert(memcmp(st->got[k], st->data, st->ngot[k]) == 0,
+			  "%s: the pipe holds other bytes than a prefix",
+			  stop_names[k]);
+	}
+}
+
+static void stopped_end(struct stopped *st)
+{
+	for (int k = 0; k < STOP_KINDS; k++) {
+		close(st->rfd[k]);
+		if (st->wfd[k] >= 0)
+			close(st->wfd[k]);
+		free(st->got[k]);
+	}
+	free(st->data);
+}
+
+/*
+ * A deadline fires during a long write into a pipe nobody reads, of every
+ * kind: each callback says -ETIMEDOUT once; the pipe holds a prefix of
+ * the data, and no byte follows after the callback.
+ */
+BACKEND_TEST(write_attack, deadline_stops_a_long_pipe_write_for_good)
+{
+	struct stopped st;
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	memset(&st, 0, sizeof(st));
+	stopped_start(loop, &st);
+	for (int k = 0; k < STOP_KINDS; k++) {
+		rl_timer_init(&st.timer[k]);
+		cr_assert_eq(rl_req_deadline(loop, &st.req[k], &st.timer[k],
+					     20 + 5 * (uint64_t)k),
+			     0);
+	}
+	trun(loop);
+	stopped_check(&st, -ETIMEDOUT);
+	stopped_end(&st);
+	tclose(loop);
+	alarm(0);
+}
+
+/*
+ * The loop closed with a long write of every kind into a pipe nobody
+ * reads: each callback says -ECANCELED once, during the close; the pipe
+ * holds a prefix of the data, and no byte follows after the close.
+ */
+BACKEND_TEST(write_attack, loop_close_stops_a_long_pipe_write_for_good)
+{
+	struct stopped st;
+	int fds_before = tfd_count();
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	memset(&st, 0, sizeof(st));
+	stopped_start(loop, &st);
+	for (int i = 0; i < 5; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(2000);
+	}
+	for (int k = 0; k < STOP_KINDS; k++)
+		cr_assert_eq(st.seen[k].calls, 0, "%s ended", stop_names[k]);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	stopped_check(&st, -ECANCELED);
+	stopped_end(&st);
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	alarm(0);
+}
+
+/*
+ * The same write, with a reader that takes one byte at a time, stopped by
+ * a deadline in the middle: every byte read is the data's, in order, and
+ * once the callback said -ETIMEDOUT (or len, had it finished) and the
+ * pipe is empty, nothing more comes.
+ */
+struct sipper {
+	int fd;
+	unsigned char *buf;
+	size_t cap;
+	atomic_size_t got;
+	atomic_bool stop;
+};
+
+static void *sip(void *arg)
+{
+	struct sipper *s = arg;
+	ssize_t r;
+
+	set_nonblock(s->fd, true);
+	while (!atomic_load(&s->stop) && s->got < s->cap) {
+		r = read(s->fd, s->buf + s->got, 1);
+		if (r > 0)
+			atomic_fetch_add(&s->got, (size_t)r);
+		else
+			usleep(20);
+	}
+	return NULL;
+}
+
+BACKEND_TEST(write_attack, deadline_during_a_byte_at_a_time_pipe_write)
+{
+	size_t len = 256 << 10;
+	unsigned char *data = pattern("sip", len);
+	struct sipper s = { 0 };
+	rl_timer timer;
+	pthread_t th;
+	struct one o;
+	int pfd[2];
+	size_t before;
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	loop = tloop(tp);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	fcntl(pfd[1], F_SETPIPE_SZ, 4096);
+	s.fd = pfd[0];
+	s.cap = len;
+	s.buf = malloc(len);
+	cr_assert_not_null(s.buf);
+	cr_assert_eq(pthread_create(&th, NULL, sip, &s), 0);
+	cr_assert_eq(
+		rl_fs_write(loop, one_req(&o), pfd[1], data, len, -1, tseen_cb),
+		0);
+	rl_timer_init(&timer);
+	cr_assert_eq(rl_req_deadline(loop, &o.req, &timer, 40), 0);
+	if (tp->backend == RL_BACKEND_URING && valgrind())
+		TRUN_UNTIL(loop, o.s.calls);
+	cr_assert_eq(one_result(loop, &o), -ETIMEDOUT);
+	/* Let the reader empty the pipe, then see that it stays empty. */
+	usleep(30000);
+	before = atomic_load(&s.got);
+	usleep(30000);
+	cr_assert_eq(atomic_load(&s.got), before,
+		     "bytes went out after the callback");
+	atomic_store(&s.stop, true);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_lt(s.got, len);
+	cr_assert(memcmp(s.buf, data, s.got) == 0, "not a prefix");
+	close(pfd[0]);
+	close(pfd[1]);
+	free(s.buf);
+	free(data);
+	tclose(loop);
+	alarm(0);
+}
+
+/* ------------------------------------------------- thousands at once */
+
+/*
+ * Thousands of small writes, writevs and write_fixeds at once, many more
+ * than the ring or the pool holds: each calls back once with its length,
+ * and every byte is on the file. Then as many again with the loop closed
+ * under them: each calls back once, and those that said len are there.
+ */
+BACKEND_TEST(write_attack, thousands_of_writes_at_once)
+{
+	enum { BS = 512 };
+	size_t n = scale(6000, 600);
+	const char *path = spath("thousands");
+	rl_req *reqs = calloc(2 * n, sizeof(*reqs));
+	struct tseen *seen = calloc(2 * n, sizeof(*seen));
+	struct iovec *iov = calloc(2 * n, 2 * sizeof(*iov));
+	unsigned char *data = pattern("thousands", 2 * n * BS);
+	struct iovec reg = { data, 2 * n * BS };
+	unsigned char *back;
+	bool fixed;
+	size_t got;
+	int fd;
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	cr_assert(reqs && seen && iov);
+	fixed = rl_loop_register_buffers(loop, &reg, 1) == 0;
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	for (size_t round = 0; round < 2; round++) {
+		for (size_t j = 0; j < n; j++) {
+			size_t i = round * n + j;
+			unsigned char *at = data + i * BS;
+			int64_t off = (int64_t)(i * BS);
+			int ret;
+
+			reqs[i] = (rl_req){ .data = &seen[i] };
+			if (i % 3 == 0) {
+				ret = rl_fs_write(loop, &reqs[i], fd, at, BS,
+						  off, tseen_cb);
+			} else if (i % 3 == 1) {
+				iov[2 * i] = (struct iovec){ at, 100 };
+				iov[2 * i + 1] =
+					(struct iovec){ at + 100, BS - 100 };
+				ret = rl_fs_writev(loop, &reqs[i], fd,
+						   &iov[2 * i], 2, off,
+						   tseen_cb);
+			} else {
+				ret = fixed ? rl_fs_write_fixed(loop, &reqs[i],
+								fd, at, BS, off,
+								0, tseen_cb)
+					    : rl_fs_write(loop, &reqs[i], fd,
+							  at, BS, off,
+							  tseen_cb);
+			}
+			cr_assert_eq(ret, 0, "request %zu: %d", i, ret);
+		}
+		if (round == 0) {
+			trun(loop);
+			for (size_t i = 0; i < n; i++) {
+				cr_assert_eq(seen[i].calls, 1);
+				cr_assert_eq(seen[i].result, BS,
+					     "write %zu: %s", i,
+					     rl_strerror((int)seen[i].result));
+			}
+			check_content(path, data, n * BS);
+		} else {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			cr_assert_eq(rl_loop_close(loop), 0);
+		}
+	}
+	back = slurp(path, &got);
+	for (size_t i = n; i < 2 * n; i++) {
+		cr_assert_eq(seen[i].calls, 1, "write %zu: %d callbacks", i,
+			     seen[i].calls);
+		if (seen[i].result == -ECANCELED)
+			continue;
+		cr_assert_eq(seen[i].result, BS, "write %zu: %s", i,
+			     rl_strerror((int)seen[i].result));
+		cr_assert_geq(got, (i + 1) * BS);
+		cr_assert(memcmp(back + i * BS, data + i * BS, BS) == 0,
+			  "write %zu said done; its bytes are not there", i);
+	}
+	close(fd);
+	free(back);
+	free(data);
+	free(iov);
+	free(seen);
+	free(reqs);
 	alarm(0);
 }
