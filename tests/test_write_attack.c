@@ -18,8 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +35,17 @@
 #ifndef IOV_MAX
 #define IOV_MAX 1024
 #endif
+
+static int64_t do_write_fixed(rl_loop *loop, int fd, const void *buf,
+			      size_t len, int64_t off)
+{
+	struct one o;
+
+	cr_assert_eq(rl_fs_write_fixed(loop, one_req(&o), fd, buf, len, off, 0,
+				       tseen_cb),
+		     0);
+	return one_result(loop, &o);
+}
 
 static bool valgrind(void)
 {
@@ -1025,5 +1038,379 @@ BACKEND_TEST(write_attack, thousands_of_writes_at_once)
 	free(iov);
 	free(seen);
 	free(reqs);
+	alarm(0);
+}
+
+/* ------------------------------------------- memlock for fixed buffers */
+
+/* Drops CAP_IPC_LOCK from the calling process's effective set, so that
+ * RLIMIT_MEMLOCK binds it even as root; false where capset refuses. */
+static bool drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return false;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d) == 0;
+}
+
+/*
+ * In a child without CAP_IPC_LOCK, under an RLIMIT_MEMLOCK of 128 KiB:
+ * registering 4 MiB fails on io_uring with the kernel's -ENOMEM (pinning
+ * is charged to the limit) and leaves the loop with no set, so a
+ * write_fixed into the old set fails with -EFAULT at the call; a set that
+ * fits registers, and write_fixed into it writes every byte. On epoll
+ * nothing is pinned: the big set registers. Exit status 0 when all held.
+ */
+static int memlock_child(const struct tp *tp, const char *path)
+{
+	struct rlimit rl = { 128 << 10, 128 << 10 };
+	size_t big = 4 << 20, small = 32 << 10;
+	unsigned char *mem = pattern("memlock", big);
+	struct iovec iov = { mem, small };
+	struct rl_options opt = { 0 };
+	bool uring = tp->backend == RL_BACKEND_URING;
+	rl_loop *loop;
+	struct one o;
+	int ret, fd;
+
+	alarm(10);
+	if (!drop_ipc_lock() || setrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+		return 0; /* cannot make the limit bind here */
+	opt.backend = tp->backend;
+	opt.flags = tp->flags;
+	if (rl_loop_open(&loop, &opt) < 0)
+		return 2;
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return 3;
+	if (rl_loop_register_buffers(loop, &iov, 1) != 0)
+		return 4;
+	iov.iov_len = big;
+	ret = rl_loop_register_buffers(loop, &iov, 1);
+	if (ret != (uring ? -ENOMEM : 0))
+		return 5;
+	if (uring && rl_fs_write_fixed(loop, one_req(&o), fd, mem, 100, 0, 0,
+				       tseen_cb) != -EFAULT)
+		return 6;
+	iov.iov_len = small;
+	if (rl_loop_register_buffers(loop, &iov, 1) != 0)
+		return 7;
+	if (do_write_fixed(loop, fd, mem + 1000, small - 1000, 0) !=
+	    (int64_t)(small - 1000))
+		return 8;
+	if (rl_loop_register_buffers(loop, NULL, 0) != 0)
+		return 9;
+	close(fd);
+	if (rl_loop_close(loop) < 0)
+		return 10;
+	check_content(path, mem + 1000, small - 1000);
+	free(mem);
+	return 0;
+}
+
+BACKEND_TEST(write_attack, memlock_exhausted_for_fixed_buffers)
+{
+	const char *path = spath("memlock");
+	int status;
+	pid_t pid;
+
+	alarm(20);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(memlock_child(tp, path));
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "signal %d", WTERMSIG(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "child says %d",
+		     WEXITSTATUS(status));
+	alarm(0);
+}
+
+/* ------------------------------------------------------------ the styles */
+
+/* A pipe nobody reads, a buffer larger than it holds, and the check that
+ * what it got is a prefix and that nothing comes after the end. */
+struct spipe {
+	int rfd, wfd;
+	unsigned char *got;
+	size_t ngot;
+};
+
+#define SPIPE_LEN (256 << 10)
+
+static void spipe_open(struct spipe *p)
+{
+	int pfd[2];
+
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	p->rfd = pfd[0];
+	p->wfd = pfd[1];
+	p->got = malloc(SPIPE_LEN);
+	p->ngot = 0;
+	cr_assert_not_null(p->got);
+}
+
+static void spipe_check(struct spipe *p, const unsigned char *data,
+			const char *what)
+{
+	drain_now(p->rfd, p->got, SPIPE_LEN, &p->ngot);
+	usleep(20000);
+	cr_assert_eq(drain_now(p->rfd, p->got, SPIPE_LEN, &p->ngot), 0,
+		     "%s: bytes after its end", what);
+	cr_assert_lt(p->ngot, SPIPE_LEN, "%s", what);
+	cr_assert(memcmp(p->got, data, p->ngot) == 0, "%s: not a prefix", what);
+	close(p->rfd);
+	close(p->wfd);
+	free(p->got);
+}
+
+struct cb_res {
+	int calls;
+	int err;
+	int64_t value;
+};
+
+static void cb_res_fn(int err, int64_t value, void *arg)
+{
+	struct cb_res *r = arg;
+
+	r->calls++;
+	r->err = err;
+	r->value = value;
+}
+
+/*
+ * Promises: a write cancelled with rl_promise_cancel(), a writev under
+ * rl_promise_timeout(), both into full pipes, reject with -ECANCELED and
+ * -ETIMEDOUT once, the pipes holding a prefix and nothing after; a
+ * write_fixed and a write_file into a file then fulfil with their lengths;
+ * a write pending when the loop closes rejects with -ECANCELED.
+ */
+BACKEND_TEST(write_attack, promise_writes_cancelled_timed_out_and_closed)
+{
+	unsigned char *data = pattern("pstyle", SPIPE_LEN);
+	struct iovec iov[2] = { { data, 10 }, { data + 10, SPIPE_LEN - 10 } };
+	struct iovec reg = { data, SPIPE_LEN };
+	const char *path = spath("pstyle-file");
+	struct spipe a, b, c;
+	struct tsettled sa, sb, sc, sf, sw;
+	rl_promise *pa;
+	bool fixed;
+	int fd;
+	int fds_before = tfd_count();
+	rl_loop *loop = tloop(tp);
+	rl_promise_ctx *ctx = topen(loop);
+
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	fixed = rl_loop_register_buffers(loop, &reg, 1) == 0;
+	spipe_open(&a);
+	spipe_open(&b);
+	spipe_open(&c);
+	pa = rl_promise_fs_write(ctx, a.wfd, data, SPIPE_LEN, -1);
+	cr_assert_not_null(pa);
+	rl_promise_ref(pa);
+	twatch(pa, &sa);
+	twatch(rl_promise_timeout(rl_promise_fs_writev(ctx, b.wfd, iov, 2, -1),
+				  20),
+	       &sb);
+	for (int i = 0; i < 5; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(sa.calls, 0);
+	cr_assert_eq(rl_promise_cancel(pa), 0);
+	rl_promise_unref(pa);
+	trun(loop);
+	cr_assert_eq(sa.calls, 1);
+	cr_assert_eq(sa.err, -ECANCELED, "%s", rl_strerror(sa.err));
+	cr_assert_eq(sb.calls, 1);
+	cr_assert_eq(sb.err, -ETIMEDOUT, "%s", rl_strerror(sb.err));
+	spipe_check(&a, data, "cancelled promise write");
+	spipe_check(&b, data, "timed out promise writev");
+	/* Writes that can finish do. */
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	twatch(fixed ? rl_promise_fs_write_fixed(ctx, fd, data, 5000, 0, 0)
+		     : rl_promise_fs_write(ctx, fd, data, 5000, 0),
+	       &sw);
+	twatch(rl_promise_fs_write_file(ctx, spath("pstyle-wf"), data,
+					SPIPE_LEN, RL_WRITE_FILE_FSYNC, 0644),
+	       &sf);
+	trun(loop);
+	cr_assert_eq(sw.calls, 1);
+	cr_assert_eq(sw.err, 0);
+	cr_assert_eq(sw.v.i, 5000);
+	cr_assert_eq(sf.calls, 1);
+	cr_assert_eq(sf.err, 0);
+	cr_assert_eq(sf.v.i, SPIPE_LEN);
+	check_content(path, data, 5000);
+	check_content(spath("pstyle-wf"), data, SPIPE_LEN);
+	close(fd);
+	/* One left pending for the close. */
+	twatch(rl_promise_fs_write(ctx, c.wfd, data, SPIPE_LEN, -1), &sc);
+	cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(sc.calls, 1);
+	cr_assert_eq(sc.err, -ECANCELED, "%s", rl_strerror(sc.err));
+	spipe_check(&c, data, "promise write at the close");
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	free(data);
+	alarm(0);
+}
+
+/* Coroutines: what each one saw. */
+struct cstyle {
+	rl_coro_ctx *sched;
+	rl_cb_ctx *cbs;
+	const unsigned char *data;
+	int full_fd, file_fd;
+	int64_t full_res, chained_res, plain_res;
+	int chained, stage;
+};
+
+/* Waits in a write to a full pipe until the loop closes. */
+static int64_t co_full_write(void *arg)
+{
+	struct cstyle *c = arg;
+	struct iovec iov[2] = { { (void *)c->data, 1 },
+				{ (void *)(c->data + 1), SPIPE_LEN - 1 } };
+
+	c->stage = 1;
+	c->full_res = rl_coro_fs_writev(c->full_fd, iov, 2, -1);
+	c->stage = 2;
+	return 0;
+}
+
+/* Spawned from a callback-style write's callback: writes after it. */
+static int64_t co_chained_write(void *arg)
+{
+	struct cstyle *c = arg;
+
+	c->chained_res =
+		rl_coro_fs_write(c->file_fd, c->data + 4096, 4096, 4096);
+	if (c->chained_res == 4096)
+		c->chained_res =
+			rl_coro_fs_fsync(c->file_fd, 0) == 0 ? 4096 : -EIO;
+	c->chained++;
+	return 0;
+}
+
+/* The callback of a callback-style write: a suspending call made here,
+ * outside any coroutine, fails at once with -EPERM and writes nothing;
+ * a coroutine spawned here writes once it starts. */
+static void first_half_written(int err, int64_t value, void *arg)
+{
+	struct cstyle *c = arg;
+
+	cr_assert_eq(err, 0);
+	cr_assert_eq(value, 4096);
+	c->plain_res = rl_coro_fs_write(c->file_fd, "x", 1, 100000);
+	cr_assert_eq(rl_coro_spawn(c->sched, NULL, co_chained_write, c, NULL),
+		     0);
+}
+
+/*
+ * A coroutine spawned from a callback-style write's callback writes the
+ * second half after the first; a suspending write called from that
+ * callback itself is -EPERM and writes nothing; a coroutine waiting in a
+ * writev into a full pipe when the loop closes gets -ECANCELED, once,
+ * and the pipe holds a prefix, nothing after.
+ */
+BACKEND_TEST(write_attack, coro_writes_from_callbacks_and_at_close)
+{
+	unsigned char *data = pattern("cstyle", SPIPE_LEN);
+	const char *path = spath("cstyle-file");
+	struct cstyle c = { 0 };
+	struct spipe p;
+	int fds_before = tfd_count();
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	c.sched = tsched(loop);
+	cr_assert_eq(rl_cb_ctx_open(loop, &c.cbs), 0);
+	c.data = data;
+	c.file_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(c.file_fd, 0);
+	cr_assert_eq(rl_cb_fs_write(c.cbs, c.file_fd, data, 4096, 0,
+				    first_half_written, &c),
+		     0);
+	trun(loop);
+	cr_assert_eq(c.plain_res, -EPERM);
+	cr_assert_eq(c.chained, 1);
+	cr_assert_eq(c.chained_res, 4096, "%s",
+		     rl_strerror((int)c.chained_res));
+	check_content(path, data, 8192);
+	close(c.file_fd);
+	spipe_open(&p);
+	c.full_fd = p.wfd;
+	cr_assert_eq(rl_coro_spawn(c.sched, NULL, co_full_write, &c, NULL), 0);
+	for (int i = 0; i < 5; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(c.stage, 1);
+	/* Closes the scheduler and the callback context too. */
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(c.stage, 2);
+	cr_assert_eq(c.full_res, -ECANCELED, "%s",
+		     rl_strerror((int)c.full_res));
+	spipe_check(&p, data, "coroutine writev at the close");
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	free(data);
+	alarm(0);
+}
+
+/*
+ * Callback style: a write_file into a FIFO whose reader never reads, and
+ * a write into a full pipe, both waiting when the loop closes: each done
+ * runs once with -ECANCELED and 0, and nothing follows in the pipes.
+ */
+BACKEND_TEST(write_attack, callback_writes_at_close)
+{
+	unsigned char *data = pattern("cbstyle", SPIPE_LEN);
+	const char *fifo = tfifo("cbstyle-fifo");
+	struct cb_res a = { 0 }, b = { 0 };
+	struct spipe p, f;
+	rl_cb_ctx *cbs;
+	int fds_before = tfd_count();
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	cr_assert_eq(rl_cb_ctx_open(loop, &cbs), 0);
+	spipe_open(&p);
+	spipe_open(&f);
+	/* The FIFO's reader stands in for f's read end. */
+	close(f.rfd);
+	f.rfd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	cr_assert_geq(f.rfd, 0);
+	cr_assert_eq(
+		rl_cb_fs_write(cbs, p.wfd, data, SPIPE_LEN, -1, cb_res_fn, &a),
+		0);
+	cr_assert_eq(rl_cb_fs_write_file(cbs, fifo, data, SPIPE_LEN, 0, 0644,
+					 cb_res_fn, &b),
+		     0);
+	for (int i = 0; i < 5; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(a.calls + b.calls, 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(a.calls, 1);
+	cr_assert_eq(a.err, -ECANCELED);
+	cr_assert_eq(a.value, 0);
+	cr_assert_eq(b.calls, 1);
+	cr_assert_eq(b.err, -ECANCELED);
+	cr_assert_eq(b.value, 0);
+	spipe_check(&p, data, "callback write at the close");
+	spipe_check(&f, data, "callback write_file at the close");
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	free(data);
 	alarm(0);
 }
