@@ -1414,3 +1414,71 @@ BACKEND_TEST(write_attack, callback_writes_at_close)
 	free(data);
 	alarm(0);
 }
+
+/* ------------------------------------------ the file position after a fail */
+
+/*
+ * Writes at the file position (-1) that fail half-way (RLIMIT_FSIZE, with
+ * SIGXFSZ ignored) leave the position where write(2) leaves it: after the
+ * bytes written, which for an O_APPEND fd is the end of the file, wherever
+ * its position was before (another fd appended meanwhile, or it was
+ * moved). The bytes that fit are the data's, at the end of what the file
+ * held; then a read at the position finds nothing (the end), as after
+ * write(2).
+ */
+BACKEND_TEST(write_attack, position_after_a_failed_append)
+{
+	size_t len = 100 << 10, old = 1000;
+	unsigned char *data = pattern("apos", len);
+	const char *path = spath("apos");
+	struct iovec iov[2] = { { data, 10 }, { data + 10, len - 10 } };
+	struct rlimit rl;
+	unsigned char *back;
+	size_t got;
+	int fd, other;
+	rl_loop *loop;
+
+	alarm(20);
+	signal(SIGXFSZ, SIG_IGN);
+	cr_assert_eq(getrlimit(RLIMIT_FSIZE, &rl), 0);
+	rl.rlim_cur = FSIZE_LIMIT;
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	loop = tloop(tp);
+	for (int kind = 0; kind < 3; kind++) {
+		fd = open(path,
+			  O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+			  0644);
+		cr_assert_geq(fd, 0);
+		other = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+		cr_assert_geq(other, 0);
+		/* The file grows through the other fd: fd's position stays
+		 * at 0, behind the end. */
+		cr_assert_eq(write(other, data, old), (ssize_t)old);
+		close(other);
+		cr_assert_eq(lseek(fd, 0, SEEK_CUR), 0);
+		if (kind == 0)
+			cr_assert_eq(do_write(loop, fd, data, len, -1), -EFBIG);
+		else if (kind == 1)
+			cr_assert_eq(do_writev(loop, fd, iov, 2, -1), -EFBIG);
+		else
+			cr_assert_eq(do_write(loop, fd, data, len, 12345),
+				     -EFBIG);
+		back = slurp(path, &got);
+		cr_assert_eq(got, FSIZE_LIMIT);
+		cr_assert(memcmp(back, data, old) == 0);
+		cr_assert(memcmp(back + old, data, FSIZE_LIMIT - old) == 0,
+			  "kind %d: the appended bytes are not the data's",
+			  kind);
+		free(back);
+		if (kind < 2)
+			cr_assert_eq(lseek(fd, 0, SEEK_CUR), FSIZE_LIMIT,
+				     "kind %d on %s: position %lld, not the "
+				     "end after a failed append",
+				     kind, tp_name(tp),
+				     (long long)lseek(fd, 0, SEEK_CUR));
+		close(fd);
+	}
+	free(data);
+	tclose(loop);
+	alarm(0);
+}
