@@ -1482,3 +1482,220 @@ BACKEND_TEST(write_attack, position_after_a_failed_append)
 	tclose(loop);
 	alarm(0);
 }
+
+/* ----------------------------------------------------- SIGPIPE's default */
+
+/* In a child with SIGPIPE at its default: a write, a writev and a
+ * write_file (into a FIFO) whose reader is gone. 0 when each said
+ * -EPIPE; a SIGPIPE death shows as a signal. */
+static int sigpipe_child(const struct tp *tp, const char *fifo)
+{
+	static char buf[200 << 10];
+	struct iovec iov[2] = { { buf, 1 }, { buf + 1, sizeof(buf) - 1 } };
+	struct rl_options opt = { 0 };
+	rl_loop *loop;
+	struct one o;
+	int pfd[2], r;
+
+	alarm(10);
+	opt.backend = tp->backend;
+	opt.flags = tp->flags;
+	if (rl_loop_open(&loop, &opt) < 0 || pipe2(pfd, O_CLOEXEC) < 0)
+		return 2;
+	close(pfd[0]);
+	if (do_write(loop, pfd[1], buf, sizeof(buf), -1) != -EPIPE)
+		return 3;
+	if (do_writev(loop, pfd[1], iov, 2, -1) != -EPIPE)
+		return 4;
+	close(pfd[1]);
+	/* A reader that leaves once the FIFO is full. */
+	r = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (r < 0)
+		return 5;
+	if (rl_fs_write_file(loop, one_req(&o), fifo, buf, sizeof(buf), 0, 0644,
+			     tseen_cb) < 0)
+		return 6;
+	while (!o.s.calls) {
+		if (rl_run(loop, RL_RUN_NOWAIT) < 0)
+			return 7;
+		usleep(5000);
+		if (r >= 0) {
+			close(r);
+			r = -1;
+		}
+	}
+	if (o.s.result != -EPIPE)
+		return 8;
+	if (rl_loop_close(loop) < 0)
+		return 9;
+	return 0;
+}
+
+/*
+ * Writes into pipes whose reader is gone fail with -EPIPE on every
+ * backend. ringloop.h says that on io_uring the kernel raises SIGPIPE
+ * too, as write(2) does: so with SIGPIPE at its default, each write
+ * either says -EPIPE or (on io_uring only) the process dies of SIGPIPE;
+ * on epoll, whose workers block signals, it never dies of it.
+ */
+BACKEND_TEST(write_attack, epipe_with_sigpipe_at_its_default)
+{
+	const char *fifo = tfifo("sigpipe-fifo");
+	int status;
+	pid_t pid;
+
+	alarm(20);
+	signal(SIGPIPE, SIG_DFL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(sigpipe_child(tp, fifo));
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status)) {
+		cr_assert_eq(WTERMSIG(status), SIGPIPE, "signal %d",
+			     WTERMSIG(status));
+		cr_assert_eq(tp->backend, RL_BACKEND_URING,
+			     "died of SIGPIPE on %s", tp_name(tp));
+	} else {
+		cr_assert_eq(WEXITSTATUS(status), 0, "child says %d",
+			     WEXITSTATUS(status));
+	}
+	alarm(0);
+}
+
+/* ------------------------------------- the other requests, as the kernel */
+
+static int64_t do_path_op(rl_loop *loop, int op, const char *a, const char *b,
+			  unsigned arg)
+{
+	struct one o;
+	int ret;
+
+	one_req(&o);
+	switch (op) {
+	case 0:
+		ret = rl_fs_unlink(loop, &o.req, a, tseen_cb);
+		break;
+	case 1:
+		ret = rl_fs_rmdir(loop, &o.req, a, tseen_cb);
+		break;
+	case 2:
+		ret = rl_fs_mkdir(loop, &o.req, a, arg, tseen_cb);
+		break;
+	default:
+		ret = rl_fs_rename(loop, &o.req, a, b, arg, tseen_cb);
+		break;
+	}
+	if (ret < 0)
+		return ret;
+	return one_result(loop, &o);
+}
+
+static int64_t sys_path_op(int op, const char *a, const char *b, unsigned arg)
+{
+	switch (op) {
+	case 0:
+		return sys(unlink(a));
+	case 1:
+		return sys(rmdir(a));
+	case 2:
+		return sys(mkdir(a, arg));
+	default:
+		return sys(renameat2(AT_FDCWD, a, AT_FDCWD, b, arg));
+	}
+}
+
+/*
+ * fsync, ftruncate and fallocate of fds that refuse them (a pipe, a file
+ * open read-only, a directory), with lengths and modes the kernel
+ * refuses; unlink, rmdir, mkdir and rename that must fail (a directory
+ * unlinked, a full one removed, a directory renamed into itself, flags
+ * that contradict each other or are unknown): each gives on every
+ * backend what the syscall gives, and changes nothing.
+ */
+BACKEND_TEST(write_attack, refused_requests_answer_as_the_kernel)
+{
+	const char *file = tkeep_path(tfile("kref-file", 5000));
+	unsigned char *want_data = pattern("kref-file", 5000);
+	const char *dir = spath("kref-dir"), *sub = spath("kref-dir/sub");
+	const char *inner = spath("kref-dir/sub/inner"),
+		   *gone = spath("kref-no");
+	const char *under_file = spath("kref-file/x");
+	struct {
+		int op;
+		const char *a, *b;
+		unsigned arg;
+	} paths[] = {
+		{ 0, dir, NULL, 0 },
+		{ 1, dir, NULL, 0 },
+		{ 1, file, NULL, 0 },
+		{ 1, gone, NULL, 0 },
+		{ 2, dir, NULL, 0755 },
+		{ 2, under_file, NULL, 0755 },
+		{ 0, under_file, NULL, 0 },
+		{ 3, dir, inner, 0 },
+		{ 3, gone, file, 0 },
+		{ 3, file, gone, RENAME_EXCHANGE },
+		{ 3, file, dir, RENAME_NOREPLACE },
+		{ 3, file, dir, RENAME_NOREPLACE | RENAME_EXCHANGE },
+		{ 3, file, gone, 1u << 20 },
+		{ 3, file, dir, 0 },
+		{ 3, dir, file, 0 },
+	};
+	int pfd[2], ro, dfd;
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	cr_assert_eq(mkdir(dir, 0755), 0);
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	ro = open(file, O_RDONLY | O_CLOEXEC);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(ro, 0);
+	cr_assert_geq(dfd, 0);
+	for (int i = 0; i < 3; i++) {
+		int fd = i == 0 ? pfd[1] : i == 1 ? ro : dfd;
+
+		cr_assert_eq(do_fsync(loop, fd, 0), sys(fsync(fd)), "fd %d", i);
+		cr_assert_eq(do_fsync(loop, fd, RL_FSYNC_DATASYNC),
+			     sys(fdatasync(fd)), "fd %d", i);
+		cr_assert_eq(do_ftruncate(loop, fd, 10), sys(ftruncate(fd, 10)),
+			     "fd %d", i);
+		cr_assert_eq(do_fallocate(loop, fd, 0, 0, 4096),
+			     sys(fallocate(fd, 0, 0, 4096)), "fd %d", i);
+		cr_assert_eq(do_write(loop, fd, "x", 1, i ? 0 : -1),
+			     i ? sys(pwrite(fd, "x", 1, 0)) : 1, "fd %d", i);
+	}
+	{
+		int rw = open(file, O_RDWR | O_CLOEXEC);
+
+		cr_assert_geq(rw, 0);
+		cr_assert_eq(do_ftruncate(loop, rw, -1),
+			     sys(ftruncate(rw, -1)));
+		cr_assert_eq(
+			do_fallocate(loop, rw, FALLOC_FL_PUNCH_HOLE, 0, 4096),
+			sys(fallocate(rw, FALLOC_FL_PUNCH_HOLE, 0, 4096)));
+		cr_assert_eq(do_fallocate(loop, rw, 0x4000, 0, 4096),
+			     sys(fallocate(rw, 0x4000, 0, 4096)));
+		close(rw);
+	}
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		int64_t got = do_path_op(loop, paths[i].op, paths[i].a,
+					 paths[i].b, paths[i].arg);
+		int64_t want = sys_path_op(paths[i].op, paths[i].a, paths[i].b,
+					   paths[i].arg);
+
+		cr_assert_lt(want, 0, "case %zu succeeded", i);
+		cr_assert_eq(got, want, "case %zu (op %d): %s, the kernel %s",
+			     i, paths[i].op, rl_strerror((int)got),
+			     rl_strerror((int)want));
+	}
+	check_content(file, want_data, 5000);
+	free(want_data);
+	close(pfd[0]);
+	close(pfd[1]);
+	close(ro);
+	close(dfd);
+	tclose(loop);
+	alarm(0);
+}
