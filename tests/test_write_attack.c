@@ -1723,3 +1723,186 @@ BACKEND_TEST(write_attack, refused_requests_answer_as_the_kernel)
 	tclose(loop);
 	alarm(0);
 }
+
+/* --------------------------------------------- a soak of stopped writes */
+
+struct soak_req {
+	rl_req req;
+	struct tseen seen;
+	rl_timer timer;
+	struct iovec iov[3];
+	size_t off, len;
+	int kind;
+};
+
+struct soak {
+	rl_loop *loop;
+	struct soak_req *r;
+	size_t n;
+	uint64_t rng;
+};
+
+static uint64_t soak_rand(struct soak *s)
+{
+	s->rng ^= s->rng << 13;
+	s->rng ^= s->rng >> 7;
+	s->rng ^= s->rng << 17;
+	return s->rng;
+}
+
+/*
+ * Hundreds of writes, writevs and write_fixeds at disjoint offsets of one
+ * file filled with a known byte, and write_files of their own paths, each
+ * cancelled at a random point (at once, after a turn of the loop, by a
+ * deadline of 0 to 2 ms, or not at all), all at once. Each calls back
+ * once with len, -ECANCELED or -ETIMEDOUT; len means its bytes are there;
+ * any other result means its range holds a prefix of its data and then
+ * the old bytes, never anything else; a write_file's file is then absent
+ * or a prefix of its data.
+ */
+BACKEND_TEST(write_attack, soak_of_cancelled_writes)
+{
+	enum { SLOT = 16 << 10, FILL = 0xEE };
+	size_t n = scale(400, 60);
+	const char *path = spath("soak");
+	unsigned char *data = pattern("soak", n * SLOT);
+	unsigned char *fill = malloc(n * SLOT), *back;
+	struct iovec reg = { data, n * SLOT };
+	struct soak s = { 0 };
+	char(*names)[32] = calloc(n, 32);
+	bool fixed;
+	size_t got;
+	int fd, results[3] = { 0 };
+	rl_loop *loop = tloop(tp);
+
+	alarm(60);
+	cr_assert(fill && names);
+	memset(fill, FILL, n * SLOT);
+	s.loop = loop;
+	s.n = n;
+	s.rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)tp->backend ^
+		((uint64_t)tp->flags << 32);
+	s.r = calloc(n, sizeof(*s.r));
+	cr_assert_not_null(s.r);
+	fixed = rl_loop_register_buffers(loop, &reg, 1) == 0;
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, fill, n * SLOT), (ssize_t)(n * SLOT));
+	for (size_t i = 0; i < n; i++) {
+		struct soak_req *q = &s.r[i];
+		unsigned char *at = data + i * SLOT;
+		int ret;
+
+		q->off = i * SLOT;
+		q->len = 1 + soak_rand(&s) % SLOT;
+		q->kind = (int)(soak_rand(&s) % 4);
+		q->req = (rl_req){ .data = &q->seen };
+		snprintf(names[i], 32, "soak-%zu", i);
+		switch (q->kind) {
+		case 0:
+			ret = rl_fs_write(loop, &q->req, fd, at, q->len,
+					  (int64_t)q->off, tseen_cb);
+			break;
+		case 1:
+			q->iov[0] = (struct iovec){ at, q->len / 3 };
+			q->iov[1] = (struct iovec){ at + q->len / 3, 0 };
+			q->iov[2] = (struct iovec){ at + q->len / 3,
+						    q->len - q->len / 3 };
+			ret = rl_fs_writev(loop, &q->req, fd, q->iov, 3,
+					   (int64_t)q->off, tseen_cb);
+			break;
+		case 2:
+			ret = fixed ? rl_fs_write_fixed(loop, &q->req, fd, at,
+							q->len, (int64_t)q->off,
+							0, tseen_cb)
+				    : rl_fs_write(loop, &q->req, fd, at, q->len,
+						  (int64_t)q->off, tseen_cb);
+			break;
+		default:
+			ret = rl_fs_write_file(
+				loop, &q->req, spath(names[i]), at, q->len,
+				soak_rand(&s) % 2 ? RL_WRITE_FILE_FSYNC : 0,
+				0644, tseen_cb);
+			break;
+		}
+		cr_assert_eq(ret, 0, "request %zu: %d", i, ret);
+		switch (soak_rand(&s) % 5) {
+		case 0:
+			ret = rl_cancel(loop, &q->req);
+			cr_assert(ret == 0 || ret == -ENOENT);
+			break;
+		case 1:
+			rl_timer_init(&q->timer);
+			cr_assert_eq(rl_req_deadline(loop, &q->req, &q->timer,
+						     soak_rand(&s) % 3),
+				     0);
+			break;
+		default:
+			break;
+		}
+		if (i % 16 == 15) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			/* Cancel a few of those still out. */
+			for (size_t j = i - 15; j <= i; j += 3)
+				if (!s.r[j].seen.calls)
+					(void)rl_cancel(loop, &s.r[j].req);
+		}
+	}
+	trun(loop);
+	back = slurp(path, &got);
+	cr_assert_eq(got, n * SLOT);
+	for (size_t i = 0; i < n; i++) {
+		struct soak_req *q = &s.r[i];
+		int64_t res = q->seen.result;
+		const unsigned char *want = data + q->off;
+
+		cr_assert_eq(q->seen.calls, 1, "request %zu: %d callbacks", i,
+			     q->seen.calls);
+		cr_assert(res == (int64_t)q->len || res == -ECANCELED ||
+				  res == -ETIMEDOUT,
+			  "request %zu (kind %d): %s", i, q->kind,
+			  rl_strerror((int)res));
+		results[res == (int64_t)q->len ? 0
+			: res == -ECANCELED    ? 1
+					       : 2]++;
+		if (q->kind == 3) {
+			struct stat st;
+
+			/* Stopped before its open: no file at all. */
+			if (res != (int64_t)q->len &&
+			    stat(tpath(names[i]), &st) < 0 && errno == ENOENT)
+				continue;
+			check_old_or_prefix(
+				tpath(names[i]), NULL, 0, want, q->len, false,
+				res == -ETIMEDOUT ? -ECANCELED : res, names[i]);
+			continue;
+		}
+		{
+			const unsigned char *have = back + q->off;
+			size_t k = 0;
+
+			while (k < q->len && have[k] == want[k])
+				k++;
+			cr_assert(
+				res != (int64_t)q->len || k == q->len,
+				"request %zu said done, %zu of %zu bytes there",
+				i, k, q->len);
+			for (size_t b = k; b < SLOT; b++)
+				cr_assert_eq(have[b], FILL,
+					     "request %zu (kind %d, %s): byte "
+					     "%zu of its range is neither its "
+					     "data nor the old byte",
+					     i, q->kind, rl_strerror((int)res),
+					     b);
+		}
+	}
+	cr_assert_gt(results[0], 0);
+	free(back);
+	close(fd);
+	free(s.r);
+	free(names);
+	free(fill);
+	free(data);
+	tclose(loop);
+	alarm(0);
+}
