@@ -1906,3 +1906,93 @@ BACKEND_TEST(write_attack, soak_of_cancelled_writes)
 	tclose(loop);
 	alarm(0);
 }
+
+/* ------------------------------------------------ writes during the close */
+
+struct late {
+	rl_loop *loop;
+	rl_cb_ctx *cbs;
+	rl_coro_ctx *sched;
+	int fd;
+	rl_req again;
+	int raw, cb, spawn, co_res, calls;
+	struct cb_res never;
+};
+
+/* The callback of a write the close cancels: every way of writing again
+ * from it is refused, and writes nothing. */
+static void late_cb(rl_req *req)
+{
+	struct late *l = req->data;
+
+	l->calls++;
+	cr_assert_eq(req->result, -ECANCELED);
+	l->raw = rl_fs_write(l->loop, &l->again, l->fd, "late", 4, 0, tseen_cb);
+	l->cb = rl_cb_fs_write(l->cbs, l->fd, "late", 4, 0, cb_res_fn,
+			       &l->never);
+}
+
+static int64_t late_coro(void *arg)
+{
+	struct late *l = arg;
+	static char full[128 << 10];
+	int pfd[2];
+	int64_t r;
+
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	r = rl_coro_fs_write(pfd[1], full, sizeof(full), -1);
+	cr_assert_eq(r, -ECANCELED);
+	/* Once cancelled, every further write fails at once. */
+	l->co_res = (int)rl_coro_fs_write(l->fd, "late", 4, 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	return 0;
+}
+
+/*
+ * The loop closes with writes waiting: from the callback a cancelled
+ * write gets, a new write (loop API, callback style) is refused with
+ * -ECANCELED at the call; a coroutine whose write was cancelled gets
+ * -ECANCELED from its next write at once; none of them writes a byte.
+ */
+BACKEND_TEST(write_attack, writes_from_callbacks_during_the_close)
+{
+	static char full[128 << 10];
+	const char *path = spath("late");
+	struct late l = { 0 };
+	rl_req w = { 0 };
+	int pfd[2];
+	int fds_before = tfd_count();
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	l.loop = loop;
+	l.sched = tsched(loop);
+	cr_assert_eq(rl_cb_ctx_open(loop, &l.cbs), 0);
+	l.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(l.fd, 0);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	w.data = &l;
+	cr_assert_eq(
+		rl_fs_write(loop, &w, pfd[1], full, sizeof(full), -1, late_cb),
+		0);
+	cr_assert_eq(rl_coro_spawn(l.sched, NULL, late_coro, &l, NULL), 0);
+	for (int i = 0; i < 5; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(l.calls, 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(l.calls, 1);
+	cr_assert_eq(l.raw, -ECANCELED);
+	cr_assert_eq(l.cb, -ECANCELED);
+	cr_assert_eq(l.never.calls, 0);
+	cr_assert_eq(l.co_res, -ECANCELED);
+	cr_assert_eq(file_size(path), 0, "a write during the close wrote");
+	close(l.fd);
+	close(pfd[0]);
+	close(pfd[1]);
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	alarm(0);
+}
