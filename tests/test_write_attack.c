@@ -1996,3 +1996,111 @@ BACKEND_TEST(write_attack, writes_from_callbacks_during_the_close)
 	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
 	alarm(0);
 }
+
+/* ------------------------------------------- waiting for an fd, stopped */
+
+/*
+ * Every fd the limit leaves is held by the loop's own write_files into
+ * FIFOs whose readers never read. A write_file of a regular file then
+ * waits for one of those fds to come back (where it needs one: not on
+ * io_uring with direct descriptors, where it just succeeds); cancelled
+ * there it says -ECANCELED, and under a deadline -ETIMEDOUT, never
+ * -EMFILE nor a count, and leaves no file behind nor any fd.
+ */
+BACKEND_TEST(write_attack, write_file_waiting_for_an_fd_cancelled)
+{
+	enum { NF = 3, BIG = 256 << 10 };
+	unsigned char *data = pattern("fdwait", BIG);
+	const char *wa = spath("fdwait-a"), *wb = spath("fdwait-b");
+	struct tseen fs[NF] = { 0 }, sa = { 0 }, sb = { 0 };
+	rl_req fr[NF], a = { .data = &sa }, b = { .data = &sb };
+	int rfd[NF], dups[4096], ndups = 0, fd;
+	struct rlimit old, rl;
+	rl_timer timer;
+	int fds_before = tfd_count();
+	bool direct;
+	rl_loop *loop;
+
+	if (valgrind())
+		cr_skip_test("Valgrind does not let RLIMIT_NOFILE be lowered");
+	alarm(30);
+	signal(SIGPIPE, SIG_IGN);
+	loop = tloop(tp);
+	direct = tp->backend == RL_BACKEND_URING && !(tp->flags & RL_NO_DIRECT);
+	for (int i = 0; i < NF; i++) {
+		char name[32];
+		const char *fifo;
+
+		snprintf(name, sizeof(name), "fdwait-fifo-%d", i);
+		fifo = tfifo(name);
+		rfd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		cr_assert_geq(rfd[i], 0);
+		fr[i] = (rl_req){ .data = &fs[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &fr[i], fifo, data, BIG, 0,
+					      0644, tseen_cb),
+			     0);
+	}
+	/* Exactly NF fds left, for the FIFOs' write_files to take. */
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl = old;
+	rl.rlim_cur = 64;
+	while ((fd = dup(0)) >= 0 && fd < (int)rl.rlim_cur - NF && ndups < 4096)
+		dups[ndups++] = fd;
+	if (fd >= 0)
+		close(fd);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (int k = 0; k < 100; k++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	for (int i = 0; i < NF; i++)
+		cr_assert_eq(fs[i].calls, 0, "FIFO write_file %d ended: %s", i,
+			     rl_strerror((int)fs[i].result));
+	/* No fd left now: these wait for the FIFOs'. */
+	cr_assert_eq(
+		rl_fs_write_file(loop, &a, wa, data, 1000, 0, 0644, tseen_cb),
+		0);
+	cr_assert_eq(rl_fs_write_file(loop, &b, wb, data, 1000,
+				      RL_WRITE_FILE_FSYNC, 0644, tseen_cb),
+		     0);
+	rl_timer_init(&timer);
+	for (int k = 0; k < 20; k++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	if (!sb.calls)
+		cr_assert_eq(rl_req_deadline(loop, &b, &timer, 30), 0);
+	if (!sa.calls)
+		cr_assert_eq(rl_cancel(loop, &a), 0);
+	while (sa.calls + sb.calls < 2)
+		cr_assert_geq(rl_run(loop, RL_RUN_ONCE), 0);
+	if (direct) {
+		cr_assert(sa.result == 1000 || sa.result == -ECANCELED, "%s",
+			  rl_strerror((int)sa.result));
+		cr_assert(sb.result == 1000 || sb.result == -ETIMEDOUT, "%s",
+			  rl_strerror((int)sb.result));
+	} else {
+		struct stat st;
+
+		cr_assert_eq(sa.result, -ECANCELED, "%s",
+			     rl_strerror((int)sa.result));
+		cr_assert_eq(sb.result, -ETIMEDOUT, "%s",
+			     rl_strerror((int)sb.result));
+		cr_assert(stat(wa, &st) < 0 && stat(wb, &st) < 0,
+			  "a write_file that never had an fd made its file");
+	}
+	for (int i = 0; i < NF; i++)
+		cr_assert_eq(fs[i].calls, 0);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	for (int i = 0; i < NF; i++) {
+		cr_assert_eq(fs[i].calls, 1);
+		cr_assert_eq(fs[i].result, -ECANCELED);
+		close(rfd[i]);
+	}
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	while (ndups)
+		close(dups[--ndups]);
+	cr_assert_eq(tfd_count(), fds_before, "fds leaked");
+	free(data);
+	alarm(0);
+}
