@@ -573,11 +573,13 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
  * gone fails with -EPIPE; on io_uring the kernel also raises SIGPIPE then,
  * as write(2) does, so a program writing to pipes ignores SIGPIPE.
  * Likewise a write across RLIMIT_FSIZE writes what fits below the limit
- * and fails with -EFBIG; on io_uring the kernel may raise SIGXFSZ on the
- * loop's thread then (a write it issues inline, such as an O_DIRECT one),
- * whose default action ends the process, so a program that sets a file
- * size limit ignores SIGXFSZ. On epoll such writes run on the pool's
- * workers, which block signals, and only -EFBIG comes.
+ * and fails with -EFBIG; the kernel may raise SIGXFSZ on the loop's
+ * thread then, whose default action ends the process: on io_uring for a
+ * write it issues inline (such as an O_DIRECT one), on epoll for an
+ * O_DIRECT write at an offset at or past the limit, which goes through
+ * AIO from the loop's thread. So a program that sets a file size limit
+ * ignores SIGXFSZ. The epoll backend's other writes run on the pool's
+ * workers, which block signals: only -EFBIG comes.
  *
  * offset is a position in the file, or -1 for the fd's file position
  * (which the write then advances); an fd opened with O_APPEND appends
