@@ -383,7 +383,7 @@ static void check_old_or_prefix(const char *path, const unsigned char *old,
 		cr_assert_eq(res, -ECANCELED, "%s: %s", what,
 			     rl_strerror((int)res));
 	}
-	if (!append && got == oldlen && memcmp(back, old, oldlen) == 0) {
+	if (!append && old && got == oldlen && memcmp(back, old, oldlen) == 0) {
 		free(back); /* the old file, untouched */
 		return;
 	}
