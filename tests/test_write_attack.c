@@ -2210,3 +2210,84 @@ BACKEND_TEST(write_attack, position_after_a_failed_direct_write)
 	tclose(loop);
 	alarm(0);
 }
+
+/* ------------------------------------------- write_files racing for a path */
+
+/*
+ * Eight write_files with RL_WRITE_FILE_EXCL to one path at once: exactly
+ * one says its length, the others -EEXIST, and the file is the winner's
+ * data, whole. Then eight with RL_WRITE_FILE_APPEND to another path: all
+ * say their lengths, and the file is their records, each whole, once.
+ */
+BACKEND_TEST(write_attack, write_files_racing_for_one_path)
+{
+	enum { N = 8, REC = 20000 };
+	const char *excl = spath("race-excl"), *app = spath("race-append");
+	static unsigned char recs[N][REC];
+	static rl_req reqs[N];
+	static struct tseen seen[N];
+	bool found[N] = { false };
+	unsigned char *back;
+	size_t got;
+	int winner = -1;
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	for (int i = 0; i < N; i++) {
+		memset(recs[i], 'a' + i, REC);
+		memcpy(recs[i], &i, sizeof(i));
+	}
+	for (int i = 0; i < N; i++) {
+		seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		cr_assert_eq(rl_fs_write_file(
+				     loop, &reqs[i], excl, recs[i], REC,
+				     RL_WRITE_FILE_EXCL |
+					     (i % 2 ? RL_WRITE_FILE_FSYNC : 0),
+				     0644, tseen_cb),
+			     0);
+	}
+	trun(loop);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(seen[i].calls, 1);
+		if (seen[i].result == REC) {
+			cr_assert_eq(winner, -1, "two won: %d and %d", winner,
+				     i);
+			winner = i;
+		} else {
+			cr_assert_eq(seen[i].result, -EEXIST, "%d: %s", i,
+				     rl_strerror((int)seen[i].result));
+		}
+	}
+	cr_assert_geq(winner, 0, "none won");
+	check_content(excl, recs[winner], REC);
+	for (int i = 0; i < N; i++) {
+		seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], app, recs[i], REC,
+					      RL_WRITE_FILE_APPEND, 0644,
+					      tseen_cb),
+			     0);
+	}
+	trun(loop);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(seen[i].calls, 1);
+		cr_assert_eq(seen[i].result, REC, "%d: %s", i,
+			     rl_strerror((int)seen[i].result));
+	}
+	back = slurp(app, &got);
+	cr_assert_eq(got, (size_t)N * REC);
+	for (size_t at = 0; at < got; at += REC) {
+		int i;
+
+		memcpy(&i, back + at, sizeof(i));
+		cr_assert(i >= 0 && i < N && !found[i], "record at %zu: %d", at,
+			  i);
+		found[i] = true;
+		cr_assert(memcmp(back + at, recs[i], REC) == 0,
+			  "record %d torn", i);
+	}
+	free(back);
+	tclose(loop);
+	alarm(0);
+}
