@@ -2291,3 +2291,80 @@ BACKEND_TEST(write_attack, write_files_racing_for_one_path)
 	tclose(loop);
 	alarm(0);
 }
+
+/* ------------------------------------------- a source that faults midway */
+
+/*
+ * The data's last page is unmapped: a write, a writev and a write_file of
+ * all of it copy what they can and fail with -EFAULT (never a count), on
+ * a regular file, at an offset and at the position, and into a pipe; what
+ * arrived is a prefix of the data, and the position is after it.
+ */
+BACKEND_TEST(write_attack, source_unmapped_midway_is_efault)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t len = 3 * (size_t)pg;
+	const char *path = spath("efault"), *wf = spath("efault-wf");
+	unsigned char *src = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct iovec iov[2];
+	unsigned char *back, got_pipe[4 * 4096];
+	size_t got, ngot = 0;
+	int fd, pfd[2];
+	off_t pos;
+	rl_loop *loop;
+
+	if (valgrind())
+		cr_skip_test("Valgrind reports the fault as the test's error");
+	alarm(20);
+	signal(SIGPIPE, SIG_IGN);
+	cr_assert_neq(src, MAP_FAILED);
+	for (size_t i = 0; i < len; i++)
+		src[i] = tbyte("efault", i);
+	cr_assert_eq(munmap(src + 2 * pg, (size_t)pg), 0);
+	iov[0] = (struct iovec){ src, (size_t)pg / 2 };
+	iov[1] = (struct iovec){ src + pg / 2, len - (size_t)pg / 2 };
+	loop = tloop(tp);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	for (int kind = 0; kind < 4; kind++) {
+		int64_t res;
+
+		cr_assert_eq(ftruncate(fd, 0), 0);
+		cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
+		if (kind == 0)
+			res = do_write(loop, fd, src, len, 0);
+		else if (kind == 1)
+			res = do_write(loop, fd, src, len, -1);
+		else if (kind == 2)
+			res = do_writev(loop, fd, iov, 2, -1);
+		else
+			res = do_write_file(loop, wf, src, len, 0);
+		cr_assert_eq(res, -EFAULT, "kind %d: %s", kind,
+			     rl_strerror((int)res));
+		back = slurp(kind == 3 ? wf : path, &got);
+		cr_assert_leq(got, 2 * (size_t)pg, "kind %d", kind);
+		for (size_t i = 0; i < got; i++)
+			cr_assert_eq(back[i], tbyte("efault", i),
+				     "kind %d: byte %zu", kind, i);
+		free(back);
+		pos = lseek(fd, 0, SEEK_CUR);
+		if (kind == 1 || kind == 2)
+			cr_assert_eq(pos, (off_t)got,
+				     "kind %d: position %lld, %zu written",
+				     kind, (long long)pos, got);
+	}
+	close(fd);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	cr_assert_eq(do_write(loop, pfd[1], src, len, -1), -EFAULT);
+	drain_now(pfd[0], got_pipe, sizeof(got_pipe), &ngot);
+	cr_assert_leq(ngot, 2 * (size_t)pg);
+	for (size_t i = 0; i < ngot; i++)
+		cr_assert_eq(got_pipe[i], tbyte("efault", i), "pipe byte %zu",
+			     i);
+	close(pfd[0]);
+	close(pfd[1]);
+	munmap(src, 2 * (size_t)pg);
+	tclose(loop);
+	alarm(0);
+}
