@@ -2368,3 +2368,156 @@ BACKEND_TEST(write_attack, source_unmapped_midway_is_efault)
 	tclose(loop);
 	alarm(0);
 }
+
+/* ------------------------------------- continuations through a tiny ring */
+
+enum { TINY_N = 12, TINY_LEN = 96 << 10 };
+
+struct tiny_reader {
+	int fd[TINY_N];
+	unsigned char *buf[TINY_N];
+	size_t got[TINY_N];
+	atomic_bool stop;
+};
+
+/* Small reads from every pipe in turn: every write meets a pipe with a
+ * little room, again and again, and goes on in many pieces. */
+static void *tiny_read(void *arg)
+{
+	struct tiny_reader *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		for (int i = 0; i < TINY_N; i++) {
+			ssize_t r = read(t->fd[i], t->buf[i] + t->got[i],
+					 TINY_LEN - t->got[i] < 700
+						 ? TINY_LEN - t->got[i]
+						 : 700);
+
+			if (r > 0)
+				t->got[i] += (size_t)r;
+		}
+		usleep(100);
+	}
+	return NULL;
+}
+
+/*
+ * Twelve long writes of every kind into pipes read a little at a time,
+ * through a ring of 4 SQEs and 2 direct-descriptor slots, so that their
+ * continuations queue for room in the SQ; a third of them cancelled
+ * midway. Each calls back once: len with every byte in order at the
+ * other end, or -ECANCELED with a prefix there and nothing after.
+ */
+BACKEND_TEST(write_attack, continuations_through_a_tiny_ring)
+{
+	unsigned char *data = pattern("tiny", TINY_LEN);
+	struct iovec iov[3] = { { data, 1 },
+				{ data + 1, 0 },
+				{ data + 1, TINY_LEN - 1 } };
+	struct iovec reg = { data, TINY_LEN };
+	struct rl_options opt = { 0 };
+	struct tiny_reader t = { 0 };
+	static rl_req reqs[TINY_N];
+	static struct tseen seen[TINY_N];
+	int wfd[TINY_N];
+	bool fixed;
+	pthread_t th;
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	alarm(60);
+	signal(SIGPIPE, SIG_IGN);
+	opt.entries = 4;
+	opt.direct_slots = 2;
+	loop = tloop_opts(tp, &opt);
+	fixed = rl_loop_register_buffers(loop, &reg, 1) == 0;
+	for (int i = 0; i < TINY_N; i++) {
+		int pfd[2];
+
+		t.buf[i] = malloc(TINY_LEN);
+		cr_assert_not_null(t.buf[i]);
+		if (i % 4 == 3) {
+			char name[32];
+			const char *fifo;
+
+			snprintf(name, sizeof(name), "tiny-fifo-%d", i);
+			fifo = tfifo(name);
+			t.fd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+			cr_assert_geq(t.fd[i], 0);
+			wfd[i] = -1;
+			seen[i] = (struct tseen){ 0 };
+			reqs[i] = (rl_req){ .data = &seen[i] };
+			cr_assert_eq(rl_fs_write_file(loop, &reqs[i], fifo,
+						      data, TINY_LEN, 0, 0644,
+						      tseen_cb),
+				     0);
+			continue;
+		}
+		cr_assert_eq(pipe2(pfd, O_CLOEXEC | O_NONBLOCK), 0);
+		set_nonblock(pfd[1], false);
+		t.fd[i] = pfd[0];
+		wfd[i] = pfd[1];
+		seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		if (i % 4 == 0)
+			cr_assert_eq(rl_fs_write(loop, &reqs[i], pfd[1], data,
+						 TINY_LEN, -1, tseen_cb),
+				     0);
+		else if (i % 4 == 1)
+			cr_assert_eq(rl_fs_writev(loop, &reqs[i], pfd[1], iov,
+						  3, -1, tseen_cb),
+				     0);
+		else
+			cr_assert_eq(fixed ? rl_fs_write_fixed(loop, &reqs[i],
+							       pfd[1], data,
+							       TINY_LEN, -1, 0,
+							       tseen_cb)
+					   : rl_fs_write(loop, &reqs[i], pfd[1],
+							 data, TINY_LEN, -1,
+							 tseen_cb),
+				     0);
+	}
+	cr_assert_eq(pthread_create(&th, NULL, tiny_read, &t), 0);
+	for (int k = 0; k < 10; k++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(1000);
+	}
+	for (int i = 0; i < TINY_N; i += 3)
+		(void)rl_cancel(loop, &reqs[i]);
+	while (1) {
+		int calls = 0;
+
+		for (int i = 0; i < TINY_N; i++)
+			calls += seen[i].calls;
+		if (calls == TINY_N)
+			break;
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(500);
+	}
+	/* Let the reader take what is left, then stop it. */
+	usleep(50000);
+	atomic_store(&t.stop, true);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	for (int i = 0; i < TINY_N; i++) {
+		drain_now(t.fd[i], t.buf[i], TINY_LEN, &t.got[i]);
+		cr_assert_eq(seen[i].calls, 1, "write %d: %d callbacks", i,
+			     seen[i].calls);
+		if (seen[i].result == TINY_LEN) {
+			cr_assert_eq(t.got[i], TINY_LEN, "write %d: %zu bytes",
+				     i, t.got[i]);
+		} else {
+			cr_assert_eq(seen[i].result, -ECANCELED, "write %d: %s",
+				     i, rl_strerror((int)seen[i].result));
+			cr_assert_eq(i % 3, 0, "write %d was not cancelled", i);
+		}
+		cr_assert(memcmp(t.buf[i], data, t.got[i]) == 0,
+			  "write %d: not a prefix of the data", i);
+		close(t.fd[i]);
+		if (wfd[i] >= 0)
+			close(wfd[i]);
+		free(t.buf[i]);
+	}
+	free(data);
+	tclose(loop);
+	alarm(0);
+}
