@@ -2543,3 +2543,54 @@ BACKEND_TEST(write_attack, continuations_through_a_tiny_ring)
 	tclose(loop);
 	alarm(0);
 }
+
+/* ------------------------------------------------ opens for writing */
+
+/*
+ * rl_fs_open() for writing with the caller's own O_NONBLOCK answers as
+ * open(2) does: a FIFO with no reader is -ENXIO at once (without
+ * O_NONBLOCK the open waits for a reader, as special:: tests show); with
+ * a reader it opens, and the fd keeps O_NONBLOCK; O_TRUNC of a FIFO is
+ * ignored; O_CREAT | O_EXCL of a FIFO is -EEXIST; O_APPEND | O_TRUNC of
+ * a file truncates it and appends.
+ */
+BACKEND_TEST(write_attack, opens_for_writing_answer_as_open)
+{
+	const char *fifo = tfifo("open-fifo");
+	const char *file = tkeep_path(tfile("open-file", 3000));
+	struct one o;
+	int fd, rd;
+	rl_loop *loop = tloop(tp);
+
+	alarm(20);
+	cr_assert_eq(rl_fs_open(loop, one_req(&o), fifo,
+				O_WRONLY | O_NONBLOCK | O_CLOEXEC, 0, tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -ENXIO, "%s",
+		     rl_strerror((int)o.s.result));
+	cr_assert_eq(rl_fs_open(loop, one_req(&o), fifo,
+				O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644,
+				tseen_cb),
+		     0);
+	cr_assert_eq(one_result(loop, &o), -EEXIST);
+	rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	cr_assert_geq(rd, 0);
+	fd = open_fd(loop, fifo, O_WRONLY | O_NONBLOCK | O_TRUNC | O_CLOEXEC,
+		     0);
+	cr_assert(fcntl(fd, F_GETFL) & O_NONBLOCK, "O_NONBLOCK was dropped");
+	cr_assert_eq(do_write(loop, fd, "abc", 3, -1), 3);
+	close(fd);
+	fd = open_fd(loop, fifo, O_WRONLY | O_CLOEXEC, 0);
+	cr_assert(!(fcntl(fd, F_GETFL) & O_NONBLOCK),
+		  "O_NONBLOCK the caller did not ask for");
+	close(fd);
+	close(rd);
+	fd = open_fd(loop, file, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC, 0);
+	cr_assert_eq(file_size(file), 0);
+	cr_assert_eq(do_write(loop, fd, "xyz", 3, 100), 3);
+	cr_assert_eq(do_write(loop, fd, "w", 1, -1), 1);
+	close(fd);
+	check_content(file, "xyzw", 4);
+	tclose(loop);
+	alarm(0);
+}
