@@ -2594,3 +2594,159 @@ BACKEND_TEST(write_attack, opens_for_writing_answer_as_open)
 	tclose(loop);
 	alarm(0);
 }
+
+/* ------------------------------- write_files cancelled while queued */
+
+enum { QF_N = 6, QF_LEN = 256 << 10 };
+
+struct qf_reader {
+	int fd[QF_N];
+	size_t got[QF_N];
+	atomic_bool eof[QF_N];
+	atomic_bool stop;
+	unsigned char *buf[QF_N];
+};
+
+/* Reads every FIFO a little at a time, and notes when each one ends: its
+ * writer, the loop's write_file, closed it. */
+static void *qf_read(void *arg)
+{
+	struct qf_reader *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		for (int i = 0; i < QF_N; i++) {
+			ssize_t r;
+
+			if (atomic_load(&t->eof[i]))
+				continue;
+			r = read(t->fd[i], t->buf[i] + t->got[i],
+				 QF_LEN - t->got[i] < 1000 ? QF_LEN - t->got[i]
+							   : 1000);
+			if (r > 0)
+				t->got[i] += (size_t)r;
+			else if (r == 0)
+				atomic_store(&t->eof[i], true);
+		}
+		usleep(200);
+	}
+	return NULL;
+}
+
+/*
+ * write_files into FIFOs read a little at a time, their steps competing
+ * with a flood of small writes for a ring of 4 SQEs (polled by the kernel
+ * on io_uring, so that a full SQ stays full a while and the steps queue
+ * in the loop), cancelled one after the other. Each calls back once, with
+ * len or -ECANCELED, its reader holding a prefix of the data; and each
+ * FIFO then ends: the write_file closed its file, also when the cancel
+ * found its next step queued. Nothing is left open after the close.
+ */
+BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
+{
+	enum { FLOOD = 600, BS = 256 };
+	unsigned char *data = pattern("qf", QF_LEN);
+	unsigned char *small = pattern("qf-small", BS);
+	const char *path = spath("qf-flood");
+	struct rl_options opt = { 0 };
+	struct qf_reader t = { 0 };
+	static rl_req reqs[QF_N], flood[FLOOD];
+	static struct tseen seen[QF_N], fseen[FLOOD];
+	struct rl_stats st;
+	int fds_before = tfd_count();
+	int fd, next = 0, cancelled = 0;
+	uint64_t end;
+	pthread_t th;
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	alarm(60);
+	signal(SIGPIPE, SIG_IGN);
+	opt.entries = 4;
+	if (tp->backend == RL_BACKEND_URING && !valgrind())
+		opt.flags = RL_SQPOLL;
+	loop = tloop_opts(tp, &opt);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	for (int i = 0; i < QF_N; i++) {
+		char name[32];
+		const char *fifo;
+
+		snprintf(name, sizeof(name), "qf-fifo-%d", i);
+		fifo = tfifo(name);
+		t.fd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		cr_assert_geq(t.fd[i], 0);
+		t.buf[i] = malloc(QF_LEN);
+		cr_assert_not_null(t.buf[i]);
+		seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], fifo, data,
+					      QF_LEN, 0, 0644, tseen_cb),
+			     0);
+	}
+	cr_assert_eq(pthread_create(&th, NULL, qf_read, &t), 0);
+	for (int round = 0; next < FLOOD || cancelled < QF_N; round++) {
+		for (int k = 0; k < 30 && next < FLOOD; k++, next++) {
+			fseen[next] = (struct tseen){ 0 };
+			flood[next] = (rl_req){ .data = &fseen[next] };
+			cr_assert_eq(rl_fs_write(loop, &flood[next], fd, small,
+						 BS, (int64_t)next * BS,
+						 tseen_cb),
+				     0);
+		}
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		if (round % 3 == 2 && cancelled < QF_N)
+			(void)rl_cancel(loop, &reqs[cancelled++]);
+	}
+	end = tnow_ms() + 20000;
+	for (;;) {
+		int calls = 0;
+
+		for (int i = 0; i < QF_N; i++)
+			calls += seen[i].calls;
+		for (int i = 0; i < FLOOD; i++)
+			calls += fseen[i].calls;
+		if (calls == QF_N + FLOOD)
+			break;
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		cr_assert_lt(tnow_ms(), end, "%d callbacks", calls);
+		usleep(200);
+	}
+	/* Every write_file is over: each FIFO ends once the reader has taken
+	 * what it holds, the loop running meanwhile. */
+	end = tnow_ms() + 5000;
+	for (int i = 0; i < QF_N; i++) {
+		while (!atomic_load(&t.eof[i])) {
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+			cr_assert_lt(tnow_ms(), end,
+				     "%s: FIFO %d never ended: its write_file "
+				     "(%s) left it open",
+				     tp_name(tp), i,
+				     rl_strerror((int)seen[i].result));
+			usleep(500);
+		}
+	}
+	atomic_store(&t.stop, true);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	rl_loop_stats(loop, &st);
+	for (int i = 0; i < QF_N; i++) {
+		cr_assert_eq(seen[i].calls, 1);
+		cr_assert(seen[i].result == QF_LEN ||
+				  seen[i].result == -ECANCELED,
+			  "write_file %d: %s", i,
+			  rl_strerror((int)seen[i].result));
+		if (seen[i].result == QF_LEN)
+			cr_assert_eq(t.got[i], QF_LEN);
+		cr_assert(memcmp(t.buf[i], data, t.got[i]) == 0,
+			  "FIFO %d: not a prefix", i);
+		close(t.fd[i]);
+		free(t.buf[i]);
+	}
+	for (int i = 0; i < FLOOD; i++)
+		cr_assert_eq(fseen[i].result, BS);
+	close(fd);
+	cr_assert_eq(rl_loop_close(loop), 0);
+	cr_assert_eq(tfd_count(), fds_before, "fds left open");
+	free(small);
+	free(data);
+	alarm(0);
+}
