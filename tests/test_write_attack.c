@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1558,7 +1559,7 @@ static int sigpipe_child(const struct tp *tp, int kind, const char *fifo)
 				: do_write(loop, pfd[1], buf, sizeof(buf), -1);
 		close(pfd[1]);
 	} else {
-		/* A reader that leaves once the FIFO is full. */
+		/* A reader that leaves once data came. */
 		r = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 		if (r < 0)
 			return 5;
@@ -1566,10 +1567,14 @@ static int sigpipe_child(const struct tp *tp, int kind, const char *fifo)
 				     0, 0644, tseen_cb) < 0)
 			return 6;
 		while (!o.s.calls) {
+			struct pollfd pfd = { .fd = r, .events = POLLIN };
+
 			if (rl_run(loop, RL_RUN_NOWAIT) < 0)
 				return 7;
-			usleep(5000);
-			if (r >= 0) {
+			usleep(1000);
+			/* Once the write_file has opened the FIFO and written
+			 * into it: before, it would wait for a reader. */
+			if (r >= 0 && poll(&pfd, 1, 0) > 0) {
 				close(r);
 				r = -1;
 			}
