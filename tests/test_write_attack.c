@@ -2659,6 +2659,7 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 	struct rl_stats st;
 	int fds_before = tfd_count();
 	int fd, next = 0, cancelled = 0;
+	int nflood = (int)scale(FLOOD, FLOOD / 4);
 	uint64_t end;
 	pthread_t th;
 	rl_loop *loop;
@@ -2689,8 +2690,8 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 			     0);
 	}
 	cr_assert_eq(pthread_create(&th, NULL, qf_read, &t), 0);
-	for (int round = 0; next < FLOOD || cancelled < QF_N; round++) {
-		for (int k = 0; k < 30 && next < FLOOD; k++, next++) {
+	for (int round = 0; next < nflood || cancelled < QF_N; round++) {
+		for (int k = 0; k < 30 && next < nflood; k++, next++) {
 			fseen[next] = (struct tseen){ 0 };
 			flood[next] = (rl_req){ .data = &fseen[next] };
 			cr_assert_eq(rl_fs_write(loop, &flood[next], fd, small,
@@ -2708,9 +2709,9 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 
 		for (int i = 0; i < QF_N; i++)
 			calls += seen[i].calls;
-		for (int i = 0; i < FLOOD; i++)
+		for (int i = 0; i < nflood; i++)
 			calls += fseen[i].calls;
-		if (calls == QF_N + FLOOD)
+		if (calls == QF_N + nflood)
 			break;
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 		cr_assert_lt(tnow_ms(), end, "%d callbacks", calls);
@@ -2746,7 +2747,7 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 		close(t.fd[i]);
 		free(t.buf[i]);
 	}
-	for (int i = 0; i < FLOOD; i++)
+	for (int i = 0; i < nflood; i++)
 		cr_assert_eq(fseen[i].result, BS);
 	close(fd);
 	cr_assert_eq(rl_loop_close(loop), 0);
