@@ -2756,3 +2756,103 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 	free(data);
 	alarm(0);
 }
+
+/*
+ * The same write_files and flood, and the loop closed under them: each
+ * write_file calls back once (len or -ECANCELED, a prefix in its FIFO),
+ * every FIFO ends by the time the close returns, and nothing is left
+ * open.
+ */
+BACKEND_TEST(write_attack, write_files_queued_at_the_close_close_their_files)
+{
+	enum { FLOOD = 300, BS = 256 };
+	unsigned char *data = pattern("qc", QF_LEN);
+	unsigned char *small = pattern("qc-small", BS);
+	const char *path = spath("qc-flood");
+	struct rl_options opt = { 0 };
+	struct qf_reader t = { 0 };
+	static rl_req reqs[QF_N], flood[FLOOD];
+	static struct tseen seen[QF_N], fseen[FLOOD];
+	int fds_before = tfd_count();
+	int fd, nflood = (int)scale(FLOOD, FLOOD / 4);
+	pthread_t th;
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	alarm(60);
+	signal(SIGPIPE, SIG_IGN);
+	opt.entries = 4;
+	if (tp->backend == RL_BACKEND_URING && !valgrind())
+		opt.flags = RL_SQPOLL;
+	loop = tloop_opts(tp, &opt);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	for (int i = 0; i < QF_N; i++) {
+		char name[32];
+		const char *fifo;
+
+		snprintf(name, sizeof(name), "qc-fifo-%d", i);
+		fifo = tfifo(name);
+		t.fd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		cr_assert_geq(t.fd[i], 0);
+		t.buf[i] = malloc(QF_LEN);
+		cr_assert_not_null(t.buf[i]);
+		seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], fifo, data,
+					      QF_LEN,
+					      i % 2 ? RL_WRITE_FILE_FSYNC : 0,
+					      0644, tseen_cb),
+			     0);
+	}
+	cr_assert_eq(pthread_create(&th, NULL, qf_read, &t), 0);
+	for (int next = 0; next < nflood;) {
+		for (int k = 0; k < 30 && next < nflood; k++, next++) {
+			fseen[next] = (struct tseen){ 0 };
+			flood[next] = (rl_req){ .data = &fseen[next] };
+			cr_assert_eq(rl_fs_write(loop, &flood[next], fd, small,
+						 BS, (int64_t)next * BS,
+						 tseen_cb),
+				     0);
+		}
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	}
+	cr_assert_eq(rl_loop_close(loop), 0);
+	/* The write_files' files are closed: each FIFO ends once the
+	 * reader has what it holds. */
+	for (uint64_t end = tnow_ms() + 5000;;) {
+		int ended = 0;
+
+		for (int i = 0; i < QF_N; i++)
+			ended += atomic_load(&t.eof[i]);
+		if (ended == QF_N)
+			break;
+		cr_assert_lt(tnow_ms(), end, "%s: %d of %d FIFOs ended",
+			     tp_name(tp), ended, QF_N);
+		usleep(1000);
+	}
+	atomic_store(&t.stop, true);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	for (int i = 0; i < QF_N; i++) {
+		cr_assert_eq(seen[i].calls, 1);
+		cr_assert(seen[i].result == QF_LEN ||
+				  seen[i].result == -ECANCELED ||
+				  seen[i].result == -EINVAL, /* FIFO fsync */
+			  "write_file %d: %s", i,
+			  rl_strerror((int)seen[i].result));
+		cr_assert(memcmp(t.buf[i], data, t.got[i]) == 0,
+			  "FIFO %d: not a prefix", i);
+		close(t.fd[i]);
+		free(t.buf[i]);
+	}
+	for (int i = 0; i < nflood; i++) {
+		cr_assert_eq(fseen[i].calls, 1);
+		cr_assert(fseen[i].result == BS ||
+			  fseen[i].result == -ECANCELED);
+	}
+	close(fd);
+	cr_assert_eq(tfd_count(), fds_before, "fds left open");
+	free(small);
+	free(data);
+	alarm(0);
+}
