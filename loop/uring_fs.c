@@ -506,17 +506,40 @@ void rl__uring_fs_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 
 /* ------------------------------------------------------------- cancelling */
 
+/* A read_file or write_file past its open, whose file (slot or fd) is
+ * open until its close step has run. */
+static bool holds_file(rl_req *req)
+{
+	int32_t step = rl__ur(req)->step;
+
+	return (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE) &&
+	       (step == STEP_READ || step == STEP_WRITE || step == STEP_SYNC ||
+		step == STEP_CLOSE);
+}
+
 void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
 	if (rl__req(req)->state & RL__REQ_QUEUED) {
 		/* Not in the kernel: waiting for an fd, or a next step
-		 * waiting for room (cont). A read_file that holds its file
-		 * open goes on to its close instead of its next read, which
-		 * might wait forever on a FIFO; the rest hold nothing. */
-		if (req->op == RL_OP_READ_FILE &&
-		    rl__ur(req)->step == STEP_READ) {
-			rl__ur(req)->res[0] = -ECANCELED;
-			rl__ur(req)->step = STEP_CLOSE;
+		 * waiting for room (cont). A read_file or write_file that
+		 * holds its file open goes on to its close instead of its
+		 * next read, write or fsync, which might wait forever on a
+		 * FIFO, and a close already due stays: taken off the queue
+		 * and completed here, it would leave its file open (a FIFO's
+		 * reader would never see the end, a plain fd would leak). */
+		if (holds_file(req)) {
+			if (rl__ur(req)->step != STEP_CLOSE) {
+				rl__ur(req)->res[0] = -ECANCELED;
+				rl__ur(req)->step = STEP_CLOSE;
+			}
+			return;
+		}
+		/* The rest of a short write holds nothing, but may have to
+		 * put the file position after what it wrote. */
+		if (rl__op_is_write(req->op) &&
+		    rl__fifo_remove(&u->cont, req)) {
+			rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
+			rl__uring_write_stop(loop, req);
 			return;
 		}
 		if (rl__fifo_remove(&u->fd_wait, req) ||
@@ -526,14 +549,6 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 			rl__uring_complete(loop, u, req, -ECANCELED);
 			return;
 		}
-	}
-	if ((rl__req(req)->state & RL__REQ_QUEUED) &&
-	    rl__op_is_write(req->op) && rl__fifo_remove(&u->cont, req)) {
-		/* The rest of a short write, waiting for room on the ring:
-		 * it holds nothing, so it stops here. */
-		rl__req(req)->state &= ~(uint32_t)RL__REQ_QUEUED;
-		rl__uring_write_stop(loop, req);
-		return;
 	}
 	/* In the kernel: most requests finish soon and report -ECANCELED
 	 * then, but a read of a pipe with no writer, or an open of a FIFO

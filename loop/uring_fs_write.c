@@ -23,6 +23,12 @@
  * write goes on at explicit offsets from the position lseek() reports,
  * and puts f_pos after what it wrote when it ends, as write(2) would.
  * A pipe or socket has no position: its rest goes at -1 as before.
+ * Neither does an O_APPEND fd need one: its writes go at the end of the
+ * file whatever the offset, so its rest goes at -1 too, and the kernel
+ * moves f_pos to the end when that succeeds; when the write fails or is
+ * stopped, f_pos is put at the end, where write(2) leaves it (not after
+ * the bytes counted from where f_pos was, which another fd's appends or
+ * an lseek() may have left anywhere before the end).
  *
  * write_file's chain is open -> write -> [fsync] -> close on one direct
  * descriptor slot, in one submission:
@@ -72,9 +78,10 @@ int rl__uring_register_buffers(rl_loop *loop, const struct iovec *iov,
  * res[0] the file offset where its data starts (req->offset, or where the
  * file position was, see above), or -1 for the file position; step is
  * WRITE_MOVE_POS once it took over the file position from the kernel,
- * WRITE_STREAM once it knows its fd has none.
+ * WRITE_STREAM once it knows its fd has none, WRITE_APPEND once it knows
+ * its fd appends (see the top of this file).
  */
-enum { WRITE_MOVE_POS = 1, WRITE_STREAM = 2 };
+enum { WRITE_MOVE_POS = 1, WRITE_STREAM = 2, WRITE_APPEND = 3 };
 
 /* The rest of a write: what follows the res[1] bytes written so far. */
 void rl__uring_write_prep(struct rl__uring *u, rl_req *req)
@@ -144,14 +151,21 @@ static void take_position(rl_loop *loop, rl_req *req, int32_t res)
 	struct rl__uring_req *ur = rl__ur(req);
 	struct stat st;
 	off_t pos;
+	int fl;
 
-	if (ur->step == WRITE_STREAM)
+	if (ur->step == WRITE_STREAM || ur->step == WRITE_APPEND)
 		return;
 	ur->step = WRITE_STREAM;
 	loop->stats.syscalls++;
 	if (fstat(req->fd, &st) < 0 ||
 	    !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
 		return;
+	loop->stats.syscalls++;
+	fl = fcntl(req->fd, F_GETFL);
+	if (fl >= 0 && (fl & O_APPEND)) {
+		ur->step = WRITE_APPEND;
+		return;
+	}
 	loop->stats.syscalls++;
 	pos = lseek(req->fd, 0, SEEK_CUR);
 	if (pos < 0)
@@ -172,6 +186,11 @@ static void write_end(rl_loop *loop, rl_req *req, int ret)
 		/* After the bytes written, as write(2) leaves it. */
 		loop->stats.syscalls++;
 		lseek(req->fd, (off_t)(ur->res[0] + ur->res[1]), SEEK_SET);
+	} else if (ur->step == WRITE_APPEND && ret < 0) {
+		/* The last attempt failed, so the kernel left f_pos where
+		 * it was: at the end, as after write(2) on O_APPEND. */
+		loop->stats.syscalls++;
+		lseek(req->fd, 0, SEEK_END);
 	}
 	rl__uring_complete(loop, rl__u(loop), req,
 			   ret < 0 ? ret : (int64_t)req->len);

@@ -573,8 +573,18 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
  * -EPIPE, -ECANCELED...), and then the file may hold a part of the data.
  * A write to a pipe or socket waits for room, also when the fd is
  * O_NONBLOCK, as a read waits for data. A write to a pipe whose reader is
- * gone fails with -EPIPE; on io_uring the kernel also raises SIGPIPE then,
- * as write(2) does, so a program writing to pipes ignores SIGPIPE.
+ * gone, or to a stream socket whose peer is, fails with -EPIPE; on
+ * io_uring the kernel also raises SIGPIPE then, as write(2) does, so a
+ * program writing to pipes or sockets with these calls ignores SIGPIPE
+ * (rl_net_send() never raises it).
+ * Likewise a write across RLIMIT_FSIZE writes what fits below the limit
+ * and fails with -EFBIG; the kernel may raise SIGXFSZ on the loop's
+ * thread then, whose default action ends the process: on io_uring for a
+ * write it issues inline (such as an O_DIRECT one), on epoll for an
+ * O_DIRECT write at an offset at or past the limit, which goes through
+ * AIO from the loop's thread. So a program that sets a file size limit
+ * ignores SIGXFSZ. The epoll backend's other writes run on the pool's
+ * workers, which block signals: only -EFBIG comes.
  *
  * offset is a position in the file, or -1 for the fd's file position
  * (which the write then advances); an fd opened with O_APPEND appends
