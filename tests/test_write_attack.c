@@ -2662,6 +2662,51 @@ static void *qf_read(void *arg)
 }
 
 /*
+ * The set-up both tests below share: a loop with a ring of 4 SQEs (polled
+ * by the kernel on io_uring, so that a full SQ stays full a while), QF_N
+ * write_files of data into FIFOs named prefix-fifo-N (every odd one with
+ * RL_WRITE_FILE_FSYNC when fsync_odd), and the thread that reads them a
+ * little at a time. *fd is a file for the flood of small writes.
+ */
+static rl_loop *qf_start(const struct tp *tp, const char *prefix,
+			 const char *path, const unsigned char *data,
+			 bool fsync_odd, struct qf_reader *t, rl_req *reqs,
+			 struct tseen *seen, int *fd, pthread_t *th)
+{
+	struct rl_options opt = { 0 };
+	rl_loop *loop;
+
+	tskip_uring_threads_under_valgrind(tp);
+	alarm(60);
+	signal(SIGPIPE, SIG_IGN);
+	opt.entries = 4;
+	if (tp->backend == RL_BACKEND_URING && !valgrind())
+		opt.flags = RL_SQPOLL;
+	loop = tloop_opts(tp, &opt);
+	*fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(*fd, 0);
+	for (int i = 0; i < QF_N; i++) {
+		unsigned flags = fsync_odd && i % 2 ? RL_WRITE_FILE_FSYNC : 0;
+		char name[32];
+		const char *fifo;
+
+		snprintf(name, sizeof(name), "%s-fifo-%d", prefix, i);
+		fifo = tfifo(name);
+		t->fd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		cr_assert_geq(t->fd[i], 0);
+		t->buf[i] = malloc(QF_LEN);
+		cr_assert_not_null(t->buf[i]);
+		seen[i] = (struct tseen){ 0 };
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], fifo, data,
+					      QF_LEN, flags, 0644, tseen_cb),
+			     0);
+	}
+	cr_assert_eq(pthread_create(th, NULL, qf_read, t), 0);
+	return loop;
+}
+
+/*
  * write_files into FIFOs read a little at a time, their steps competing
  * with a flood of small writes for a ring of 4 SQEs (polled by the kernel
  * on io_uring, so that a full SQ stays full a while and the steps queue
@@ -2676,7 +2721,6 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 	unsigned char *data = pattern("qf", QF_LEN);
 	unsigned char *small = pattern("qf-small", BS);
 	const char *path = spath("qf-flood");
-	struct rl_options opt = { 0 };
 	struct qf_reader t = { 0 };
 	static rl_req reqs[QF_N], flood[FLOOD];
 	static struct tseen seen[QF_N], fseen[FLOOD];
@@ -2686,34 +2730,9 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 	int nflood = (int)scale(FLOOD, FLOOD / 4);
 	uint64_t end;
 	pthread_t th;
-	rl_loop *loop;
+	rl_loop *loop =
+		qf_start(tp, "qf", path, data, false, &t, reqs, seen, &fd, &th);
 
-	tskip_uring_threads_under_valgrind(tp);
-	alarm(60);
-	signal(SIGPIPE, SIG_IGN);
-	opt.entries = 4;
-	if (tp->backend == RL_BACKEND_URING && !valgrind())
-		opt.flags = RL_SQPOLL;
-	loop = tloop_opts(tp, &opt);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	cr_assert_geq(fd, 0);
-	for (int i = 0; i < QF_N; i++) {
-		char name[32];
-		const char *fifo;
-
-		snprintf(name, sizeof(name), "qf-fifo-%d", i);
-		fifo = tfifo(name);
-		t.fd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		cr_assert_geq(t.fd[i], 0);
-		t.buf[i] = malloc(QF_LEN);
-		cr_assert_not_null(t.buf[i]);
-		seen[i] = (struct tseen){ 0 };
-		reqs[i] = (rl_req){ .data = &seen[i] };
-		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], fifo, data,
-					      QF_LEN, 0, 0644, tseen_cb),
-			     0);
-	}
-	cr_assert_eq(pthread_create(&th, NULL, qf_read, &t), 0);
 	for (int round = 0; next < nflood || cancelled < QF_N; round++) {
 		for (int k = 0; k < 30 && next < nflood; k++, next++) {
 			fseen[next] = (struct tseen){ 0 };
@@ -2793,43 +2812,15 @@ BACKEND_TEST(write_attack, write_files_queued_at_the_close_close_their_files)
 	unsigned char *data = pattern("qc", QF_LEN);
 	unsigned char *small = pattern("qc-small", BS);
 	const char *path = spath("qc-flood");
-	struct rl_options opt = { 0 };
 	struct qf_reader t = { 0 };
 	static rl_req reqs[QF_N], flood[FLOOD];
 	static struct tseen seen[QF_N], fseen[FLOOD];
 	int fds_before = tfd_count();
 	int fd, nflood = (int)scale(FLOOD, FLOOD / 4);
 	pthread_t th;
-	rl_loop *loop;
+	rl_loop *loop =
+		qf_start(tp, "qc", path, data, true, &t, reqs, seen, &fd, &th);
 
-	tskip_uring_threads_under_valgrind(tp);
-	alarm(60);
-	signal(SIGPIPE, SIG_IGN);
-	opt.entries = 4;
-	if (tp->backend == RL_BACKEND_URING && !valgrind())
-		opt.flags = RL_SQPOLL;
-	loop = tloop_opts(tp, &opt);
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	cr_assert_geq(fd, 0);
-	for (int i = 0; i < QF_N; i++) {
-		char name[32];
-		const char *fifo;
-
-		snprintf(name, sizeof(name), "qc-fifo-%d", i);
-		fifo = tfifo(name);
-		t.fd[i] = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		cr_assert_geq(t.fd[i], 0);
-		t.buf[i] = malloc(QF_LEN);
-		cr_assert_not_null(t.buf[i]);
-		seen[i] = (struct tseen){ 0 };
-		reqs[i] = (rl_req){ .data = &seen[i] };
-		cr_assert_eq(rl_fs_write_file(loop, &reqs[i], fifo, data,
-					      QF_LEN,
-					      i % 2 ? RL_WRITE_FILE_FSYNC : 0,
-					      0644, tseen_cb),
-			     0);
-	}
-	cr_assert_eq(pthread_create(&th, NULL, qf_read, &t), 0);
 	for (int next = 0; next < nflood;) {
 		for (int k = 0; k < 30 && next < nflood; k++, next++) {
 			fseen[next] = (struct tseen){ 0 };
