@@ -226,9 +226,21 @@ static void stop_before_twice_from_a_timer_and_from_a_post(const struct tp *tp)
 		rl_timer_init(&t[i]);
 		t[i].data = (void *)(intptr_t)i;
 	}
-	for (int i = 0; i < 3; i++)
-		start_from_real_now(loop, &t[i], 2, 0, stop_timer_cb);
-	start_from_real_now(loop, &t[3], 60, 0, stop_timer_cb);
+	/* One offset for the three, so that they are due at the same loop
+	 * time: each its own real now (a millisecond apart under a slow
+	 * Valgrind) let the first stop the run before the third was due. */
+	{
+		uint64_t now = tnow_ms(), then = rl_now_ms(loop);
+		uint64_t off = now > then ? now - then : 0;
+
+		for (int i = 0; i < 3; i++)
+			cr_assert_eq(rl_timer_start(loop, &t[i], off + 2, 0,
+						    stop_timer_cb),
+				     0);
+		cr_assert_eq(
+			rl_timer_start(loop, &t[3], off + 60, 0, stop_timer_cb),
+			0);
+	}
 	cr_assert_eq(rl_run(loop, RL_RUN_DEFAULT), 3);
 	cr_assert_eq(s.n, 3);
 	for (int i = 0; i < 3; i++)
