@@ -3,7 +3,7 @@
  * fs_helpers.h - what the file-request tests share: one request submitted
  * and run to idle (struct one and the do_*() calls, which assert exactly
  * one callback and give its result), a file's content read back with
- * plain syscalls, a pattern buffer, paths that outlive tpath()'s reused
+ * plain syscalls, a callback-style result, a pattern buffer, paths that outlive tpath()'s reused
  * buffers, and a slow reader of a pipe that checks every byte.
  */
 #ifndef RL_TEST_FS_HELPERS_H
@@ -18,6 +18,23 @@
 #include <unistd.h>
 
 #include "helpers.h"
+
+/* A callback-style result (rl_cb_fn): how many came, the last err and
+ * value. */
+struct cb_res {
+	int calls;
+	int err;
+	int64_t value;
+};
+
+static inline void cb_res_fn(int err, int64_t value, void *arg)
+{
+	struct cb_res *r = arg;
+
+	r->calls++;
+	r->err = err;
+	r->value = value;
+}
 
 /* One request, run to idle, its result. */
 struct one {

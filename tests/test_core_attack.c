@@ -227,8 +227,9 @@ static void stop_before_twice_from_a_timer_and_from_a_post(const struct tp *tp)
 		t[i].data = (void *)(intptr_t)i;
 	}
 	/* One offset for the three, so that they are due at the same loop
-	 * time: each its own real now (a millisecond apart under a slow
-	 * Valgrind) let the first stop the run before the third was due. */
+	 * time: counted each from its own real now, which a slow Valgrind
+	 * moves on between them, they let the first stop the run before the
+	 * third was due. */
 	{
 		uint64_t now = tnow_ms(), then = rl_now_ms(loop);
 		uint64_t off = now > then ? now - then : 0;

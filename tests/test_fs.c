@@ -152,6 +152,45 @@ BACKEND_TEST(fs, read_file_grow_hint_past_the_cap)
 	tclose(loop);
 }
 
+/* The same hint past the cap for a file of exactly the cap (read whole,
+ * in a buffer of the cap), an endless device (-EFBIG, no more than the
+ * cap allocated) and a procfs file that says size 0 (read whole). */
+BACKEND_TEST(fs, read_file_grow_hint_past_the_cap_special)
+{
+	size_t max = 64 << 10;
+	const char *exact = tfile("exact_cap", max);
+	const char *paths[] = { exact, "/dev/zero", "/proc/self/status" };
+	struct tseen s[3] = { { 0 } };
+	rl_req r[3];
+	struct rl_options opt = { 0 };
+	rl_loop *loop;
+
+	opt.read_file_max = max;
+	loop = tloop_opts(tp, &opt);
+	for (int i = 0; i < 3; i++) {
+		r[i] = (rl_req){ .data = &s[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &r[i], paths[i], NULL,
+					     16 << 20, RL_READ_FILE_GROW,
+					     tseen_cb),
+			     0);
+	}
+	trun(loop);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(s[i].calls, 1);
+		cr_assert_leq(r[i].len, max, "%s: the loop allocated %zu bytes",
+			      paths[i], r[i].len);
+	}
+	cr_assert_eq(s[0].result, (int64_t)max, "%s",
+		     rl_strerror((int)s[0].result));
+	tcheck("exact_cap", r[0].buf, max);
+	cr_assert_eq(s[1].result, -EFBIG);
+	cr_assert_gt(s[2].result, 0);
+	cr_assert(memmem(r[2].buf, (size_t)s[2].result, "Name:", 5) != NULL);
+	for (int i = 0; i < 3; i++)
+		free(r[i].buf);
+	tclose(loop);
+}
+
 BACKEND_TEST(fs, read_file_missing_and_directory)
 {
 	struct tseen s1 = { 0 }, s2 = { 0 };

@@ -1234,21 +1234,6 @@ BACKEND_TEST(fs_attack, null_arguments)
  * write_file blocked on a FIFO without a reader ends with -ECANCELED,
  * once, when the loop closes under it.
  */
-struct cb_res {
-	int calls;
-	int err;
-	int64_t value;
-};
-
-static void cb_res_fn(int err, int64_t value, void *arg)
-{
-	struct cb_res *r = arg;
-
-	r->calls++;
-	r->err = err;
-	r->value = value;
-}
-
 static int64_t null_fsync_result(void)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -55,6 +55,16 @@ static bool valgrind(void)
 	return getenv("RL_VALGRIND") != NULL;
 }
 
+/* n turns of the loop that never block, us apart: time for threads and
+ * the kernel to move while the test looks on. */
+static void turns(rl_loop *loop, int n, unsigned us)
+{
+	for (int i = 0; i < n; i++) {
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		usleep(us);
+	}
+}
+
 /* n natively, small under Valgrind, where every syscall costs far more. */
 static size_t scale(size_t n, size_t valgrind_n)
 {
@@ -243,8 +253,8 @@ BACKEND_TEST(write_attack, efbig_past_the_file_size_limit_and_sigxfsz)
 	cr_assert_eq(
 		WEXITSTATUS(status), 0, "%s, SIGXFSZ ignored: child says %d",
 		xfsz_names[WEXITSTATUS(status) >> 4], WEXITSTATUS(status) & 15);
-	/* One child each: a SIGXFSZ death ends it. Under Valgrind, where
-	 * each child costs seconds, the kinds that may die and a buffered
+	/* One child each: a SIGXFSZ death ends it. Under Valgrind, where a
+	 * child is slow to start, the kinds that may die and a buffered
 	 * write, which never may. */
 	signal(SIGXFSZ, SIG_DFL);
 	for (int kind = 0; kind < XFSZ_KINDS; kind++) {
@@ -896,10 +906,7 @@ BACKEND_TEST(write_attack, loop_close_stops_a_long_pipe_write_for_good)
 	signal(SIGPIPE, SIG_IGN);
 	memset(&st, 0, sizeof(st));
 	stopped_start(loop, &st);
-	for (int i = 0; i < 5; i++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(2000);
-	}
+	turns(loop, 5, 2000);
 	for (int k = 0; k < STOP_KINDS; k++)
 		cr_assert_eq(st.seen[k].calls, 0, "%s ended", stop_names[k]);
 	cr_assert_eq(rl_loop_close(loop), 0);
@@ -1231,21 +1238,6 @@ static void spipe_check(struct spipe *p, const unsigned char *data,
 	free(p->got);
 }
 
-struct cb_res {
-	int calls;
-	int err;
-	int64_t value;
-};
-
-static void cb_res_fn(int err, int64_t value, void *arg)
-{
-	struct cb_res *r = arg;
-
-	r->calls++;
-	r->err = err;
-	r->value = value;
-}
-
 /*
  * Promises: a write cancelled with rl_promise_cancel(), a writev under
  * rl_promise_timeout(), both into full pipes, reject with -ECANCELED and
@@ -1281,10 +1273,7 @@ BACKEND_TEST(write_attack, promise_writes_cancelled_timed_out_and_closed)
 	twatch(rl_promise_timeout(rl_promise_fs_writev(ctx, b.wfd, iov, 2, -1),
 				  20),
 	       &sb);
-	for (int i = 0; i < 5; i++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(1000);
-	}
+	turns(loop, 5, 1000);
 	cr_assert_eq(sa.calls, 0);
 	cr_assert_eq(rl_promise_cancel(pa), 0);
 	rl_promise_unref(pa);
@@ -1413,10 +1402,7 @@ BACKEND_TEST(write_attack, coro_writes_from_callbacks_and_at_close)
 	spipe_open(&p);
 	c.full_fd = p.wfd;
 	cr_assert_eq(rl_coro_spawn(c.sched, NULL, co_full_write, &c, NULL), 0);
-	for (int i = 0; i < 5; i++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(1000);
-	}
+	turns(loop, 5, 1000);
 	cr_assert_eq(c.stage, 1);
 	/* Closes the scheduler and the callback context too. */
 	cr_assert_eq(rl_loop_close(loop), 0);
@@ -1459,10 +1445,7 @@ BACKEND_TEST(write_attack, callback_writes_at_close)
 	cr_assert_eq(rl_cb_fs_write_file(cbs, fifo, data, SPIPE_LEN, 0, 0644,
 					 cb_res_fn, &b),
 		     0);
-	for (int i = 0; i < 5; i++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(1000);
-	}
+	turns(loop, 5, 1000);
 	cr_assert_eq(a.calls + b.calls, 0);
 	cr_assert_eq(rl_loop_close(loop), 0);
 	cr_assert_eq(a.calls, 1);
@@ -1632,7 +1615,7 @@ BACKEND_TEST(write_attack, epipe_with_sigpipe_at_its_default)
 	for (int kind = 0; kind < 4; kind++) {
 		pid_t pid;
 
-		/* Under Valgrind, where each child costs seconds: one. */
+		/* Under Valgrind, where a child is slow to start: one. */
 		if (valgrind() && kind != 3)
 			continue;
 		pid = fork();
@@ -1822,7 +1805,8 @@ static uint64_t soak_rand(struct soak *s)
  * Hundreds of writes, writevs and write_fixeds at disjoint offsets of one
  * file filled with a known byte, and write_files of their own paths, each
  * cancelled at a random point (at once, after a turn of the loop, by a
- * deadline of 0 to 2 ms, or not at all), all at once. Each calls back
+ * deadline that fires at once or a little later, or not at all), all at
+ * once. Each calls back
  * once with len, -ECANCELED or -ETIMEDOUT; len means its bytes are there;
  * any other result means its range holds a prefix of its data and then
  * the old bytes, never anything else; a write_file's file is then absent
@@ -2046,10 +2030,7 @@ BACKEND_TEST(write_attack, writes_from_callbacks_during_the_close)
 		rl_fs_write(loop, &w, pfd[1], full, sizeof(full), -1, late_cb),
 		0);
 	cr_assert_eq(rl_coro_spawn(l.sched, NULL, late_coro, &l, NULL), 0);
-	for (int i = 0; i < 5; i++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(1000);
-	}
+	turns(loop, 5, 1000);
 	cr_assert_eq(l.calls, 0);
 	cr_assert_eq(rl_loop_close(loop), 0);
 	cr_assert_eq(l.calls, 1);
@@ -2117,10 +2098,7 @@ BACKEND_TEST(write_attack, write_file_waiting_for_an_fd_cancelled)
 	if (fd >= 0)
 		close(fd);
 	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	for (int k = 0; k < 100; k++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(1000);
-	}
+	turns(loop, 100, 1000);
 	for (int i = 0; i < NF; i++)
 		cr_assert_eq(fs[i].calls, 0, "FIFO write_file %d ended: %s", i,
 			     rl_strerror((int)fs[i].result));
@@ -2132,10 +2110,7 @@ BACKEND_TEST(write_attack, write_file_waiting_for_an_fd_cancelled)
 				      RL_WRITE_FILE_FSYNC, 0644, tseen_cb),
 		     0);
 	rl_timer_init(&timer);
-	for (int k = 0; k < 20; k++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(1000);
-	}
+	turns(loop, 20, 1000);
 	if (!sb.calls)
 		cr_assert_eq(rl_req_deadline(loop, &b, &timer, 30), 0);
 	if (!sa.calls)
@@ -2529,10 +2504,7 @@ BACKEND_TEST(write_attack, continuations_through_a_tiny_ring)
 				     0);
 	}
 	cr_assert_eq(pthread_create(&th, NULL, tiny_read, &t), 0);
-	for (int k = 0; k < 10; k++) {
-		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		usleep(1000);
-	}
+	turns(loop, 10, 1000);
 	for (int i = 0; i < TINY_N; i += 3)
 		(void)rl_cancel(loop, &reqs[i]);
 	while (1) {
