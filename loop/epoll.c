@@ -209,11 +209,11 @@ void rl__ep_sys_close(rl_loop *loop, int fd)
 	loop->stats.syscalls++;
 }
 
-/* A read that may wait forever: poll it (epoll_watch.c), or give it to the
- * slow lane when its fd cannot be polled (epoll says EPERM). */
+/* A read or write that may wait forever: poll it (epoll_watch.c), or give
+ * it to the slow lane when its fd cannot be polled (epoll says EPERM). */
 void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
-	if (rl__ep_watch(loop, ep, req, false) == 0)
+	if (rl__ep_watch(loop, ep, req, rl__op_is_write(req->op)) == 0)
 		return;
 	rl__epr(req)->bflags |= RL__RD_BLOCKING;
 	rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
@@ -399,7 +399,9 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 			rl__complete(loop, req, -ECANCELED);
 			return 1;
 		}
-		if (res == RL__RES_POLL) {
+		if (res == RL__RES_POLL && rl__op_is_write(req->op)) {
+			return rl__ep_fs_write_stream(loop, ep, req);
+		} else if (res == RL__RES_POLL) {
 			rl__ep_watch_or_block(loop, ep, req);
 		} else {
 			/* A write_file with no fd open yet (its FIFO has no

@@ -269,8 +269,13 @@ bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* A read_file whose open found a FIFO or a device, open in req->fd: read
  * it as its data comes (polled), or in the slow lane. */
 void rl__ep_fs_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req);
-/* A watched fd became readable (or hung up, or failed). */
+/* A watched fd became readable, or writable for a write (or hung up, or
+ * failed). */
 void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+/* A write to a pipe, socket or device, back from the worker that found
+ * the fd's type: tried at once, then polled for room. 1 when it
+ * completed, else 0. */
+int rl__ep_fs_write_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* req finished with res (before rl__complete()): what the operations
  * learn from it (which fds are O_DIRECT). */
 void rl__ep_fs_done(struct rl__ep *ep, rl_req *req, int64_t res);

@@ -872,6 +872,48 @@ static void stream_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 
 /* ------------------------------------------------------------ watched reads */
 
+/* A write waiting for room got some (epoll_fs_write.c). */
+static void write_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	int64_t res = rl__ep_fs_write_ready(loop, req);
+
+	if (res == RL__RES_POLL)
+		return; /* full again: level-triggered, it stays */
+	rl__ep_unwatch(loop, ep, req);
+	if (res == RL__RES_SLOW) {
+		rl__epr(req)->bflags |= RL__RD_BLOCKING;
+		rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
+		return;
+	}
+	loop->stats.inline_completions++;
+	rl__complete(loop, req, res);
+}
+
+/*
+ * A write that a worker found to be for a pipe, socket or device: the
+ * loop thread tries it at once (what has room, a write of nothing, an fd
+ * that fails every write, such as an epoll fd's -EINVAL, end here) and
+ * polls the fd for room only when it is full. Returns 1 when the request
+ * completed, else 0.
+ */
+int rl__ep_fs_write_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	int64_t res = rl__ep_fs_write_ready(loop, req);
+
+	if (res == RL__RES_POLL) {
+		rl__ep_watch_or_block(loop, ep, req);
+		return 0;
+	}
+	if (res == RL__RES_SLOW) {
+		rl__epr(req)->bflags |= RL__RD_BLOCKING;
+		rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
+		return 0;
+	}
+	loop->stats.inline_completions++;
+	rl__complete(loop, req, res);
+	return 1;
+}
+
 void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	ssize_t r;
@@ -879,6 +921,10 @@ void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 
 	if (req->op == RL_OP_READ_FILE) {
 		stream_ready(loop, ep, req);
+		return;
+	}
+	if (rl__op_is_write(req->op)) {
+		write_ready(loop, ep, req);
 		return;
 	}
 	r = rl__ep_rw(req, req->fd, 0, RWF_NOWAIT, false);

@@ -10,12 +10,16 @@
  * is retried unless the job was asked to give up, and then fails with
  * -EINTR, which the loop reports as -ECANCELED.
  *
- * A write finishes what a short write left, as on io_uring (ringloop.h):
- * a pipe or socket without room makes the worker wait for it in poll(),
- * which the pool's signal interrupts, so a write to a pipe nobody reads
- * can still be cancelled, and an O_NONBLOCK fd waits the same way. Such
- * writes run in the slow lane (epoll.h): a regular worker finds out the
- * fd's type first and hands them over.
+ * A write finishes what a short write left, as on io_uring (ringloop.h).
+ * A regular worker finds out the fd's type first: a pipe, socket or
+ * device goes back to the loop thread, which polls it for room and writes
+ * with RWF_NOWAIT as room comes (rl__ep_fs_write_ready()), so a write to a
+ * pipe nobody reads holds no thread, is cancelled at once, and works when
+ * the system refuses the loop new threads; an O_NONBLOCK fd waits the
+ * same way. A device that cannot be polled or refuses RWF_NOWAIT is
+ * written in the slow lane (epoll.h), where the worker waits for room in
+ * poll(), which the pool's signal interrupts. write_file's stream (a
+ * FIFO whose reader is slow) is handed to the slow lane likewise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,18 +96,53 @@ static int64_t write_all(rl_req *req, int fd, bool may_wait)
 }
 
 /* A pipe, socket or device may take nothing for good (nobody reads): a
- * write to one waits in the slow lane, never on a regular worker, whose
- * blocked writes would hold back every stat and read behind them. */
+ * write to one is never done on a regular worker, whose blocked writes
+ * would hold back every stat and read behind them. The loop thread polls
+ * the fd for room instead (rl__ep_fs_write_ready()); one that cannot be
+ * polled, or that refuses RWF_NOWAIT, comes back here in the slow lane
+ * (RL__RD_BLOCKING), where write_all() waits. */
 void rl__ep_job_write(rl_req *req)
 {
 	struct stat st;
 
 	if (!(rl__epr(req)->bflags & RL__RD_BLOCKING) &&
 	    fstat(req->fd, &st) == 0 && rl__ep_stream_type(st.st_mode)) {
-		rl__epr(req)->res[0] = RL__RES_SLOW;
+		rl__epr(req)->res[0] = RL__RES_POLL;
 		return;
 	}
 	rl__epr(req)->res[0] = write_all(req, req->fd, true);
+}
+
+/*
+ * A watched write's fd has room (or an error to report): writes without
+ * waiting, from where the last attempt stopped (res[1]), while the fd
+ * takes data. Returns the write's result, len or -errno, or
+ * RL__RES_POLL when the fd is full again (the request stays watched),
+ * or RL__RES_SLOW when the fd refuses RWF_NOWAIT (a terminal, say).
+ * Runs on the loop thread; every call counts in stats.syscalls.
+ */
+int64_t rl__ep_fs_write_ready(rl_loop *loop, rl_req *req)
+{
+	size_t done = (size_t)rl__epr(req)->res[1];
+	ssize_t r;
+
+	for (;;) {
+		r = rl__ep_rw(req, req->fd, done, RWF_NOWAIT, true);
+		loop->stats.syscalls++;
+		if (r < 0)
+			break;
+		done += (size_t)r;
+		rl__epr(req)->res[1] = (int64_t)done;
+		if (done >= req->len)
+			return (int64_t)req->len;
+		if (r == 0)
+			return -EIO; /* as write_all() */
+	}
+	if (errno == EAGAIN || errno == EINTR)
+		return RL__RES_POLL;
+	if (errno == EOPNOTSUPP)
+		return RL__RES_SLOW;
+	return -errno;
 }
 
 static int sync_fd(int fd, bool datasync)

@@ -1597,10 +1597,12 @@ static int sigpipe_child(const struct tp *tp, int kind, const char *fifo)
 
 /*
  * Writes into pipes, sockets and FIFOs whose reader is gone fail with
- * -EPIPE on every backend. ringloop.h says that on io_uring the kernel
- * raises SIGPIPE too, as write(2) does: so with SIGPIPE at its default,
- * each write either says -EPIPE or (on io_uring only) the process dies
- * of SIGPIPE; on epoll, whose workers block signals, it never dies of it.
+ * -EPIPE on every backend. ringloop.h says that the kernel may raise
+ * SIGPIPE too, as write(2) does: on io_uring, and on epoll for the
+ * writes its loop thread makes (rl_fs_write() and writev to a pipe or
+ * socket); epoll's write_file runs on a worker, which blocks signals.
+ * So with SIGPIPE at its default each write either says -EPIPE or the
+ * process dies of SIGPIPE, and a write_file on epoll never does.
  */
 BACKEND_TEST(write_attack, epipe_with_sigpipe_at_its_default)
 {
@@ -1626,9 +1628,9 @@ BACKEND_TEST(write_attack, epipe_with_sigpipe_at_its_default)
 		if (WIFSIGNALED(status)) {
 			cr_assert_eq(WTERMSIG(status), SIGPIPE, "%s: signal %d",
 				     names[kind], WTERMSIG(status));
-			cr_assert_eq(tp->backend, RL_BACKEND_URING,
-				     "%s: died of SIGPIPE on %s", names[kind],
-				     tp_name(tp));
+			cr_assert(tp->backend == RL_BACKEND_URING || kind != 3,
+				  "%s: died of SIGPIPE on %s", names[kind],
+				  tp_name(tp));
 		} else {
 			cr_assert_eq(WEXITSTATUS(status), 0,
 				     "%s: child says %d", names[kind],

@@ -572,11 +572,13 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
  * A write that fails half-way, or is cancelled, reports -errno (-ENOSPC,
  * -EPIPE, -ECANCELED...), and then the file may hold a part of the data.
  * A write to a pipe or socket waits for room, also when the fd is
- * O_NONBLOCK, as a read waits for data. A write to a pipe whose reader is
- * gone, or to a stream socket whose peer is, fails with -EPIPE; on
- * io_uring the kernel also raises SIGPIPE then, as write(2) does, so a
- * program writing to pipes or sockets with these calls ignores SIGPIPE
- * (rl_net_send() never raises it).
+ * O_NONBLOCK, as a read waits for data; it holds no thread meanwhile on
+ * either backend (epoll polls the fd for room on the loop's thread). A
+ * write to a pipe whose reader is gone, or to a stream socket whose peer
+ * is, fails with -EPIPE; the kernel also raises SIGPIPE on the loop's
+ * thread then, as write(2) does (on io_uring, and on epoll for write,
+ * writev and write_fixed), so a program writing to pipes or sockets with
+ * these calls ignores SIGPIPE (rl_net_send() never raises it).
  * Likewise a write across RLIMIT_FSIZE writes what fits below the limit
  * and fails with -EFBIG; the kernel may raise SIGXFSZ on the loop's
  * thread then, whose default action ends the process: on io_uring for a
