@@ -113,20 +113,26 @@ void rl__ep_job_write(rl_req *req)
 	rl__epr(req)->res[0] = write_all(req, req->fd, true);
 }
 
+/* Attempts per readiness of a watched write: a reader as fast as the loop
+ * would otherwise keep it copying a large buffer with every other
+ * callback waiting; the level-triggered watch comes back for the rest. */
+#define WRITE_TRIES 16
+
 /*
  * A watched write's fd has room (or an error to report): writes without
  * waiting, from where the last attempt stopped (res[1]), while the fd
- * takes data. Returns the write's result, len or -errno, or
- * RL__RES_POLL when the fd is full again (the request stays watched),
- * or RL__RES_SLOW when the fd refuses RWF_NOWAIT (a terminal, say).
- * Runs on the loop thread; every call counts in stats.syscalls.
+ * takes data, WRITE_TRIES times at most. Returns the write's result, len
+ * or -errno, or RL__RES_POLL when the fd is full again or the tries are
+ * used up (the request stays watched), or RL__RES_SLOW when the fd
+ * refuses RWF_NOWAIT (a terminal, say). Runs on the loop thread; every
+ * call counts in stats.syscalls.
  */
 int64_t rl__ep_fs_write_ready(rl_loop *loop, rl_req *req)
 {
 	size_t done = (size_t)rl__epr(req)->res[1];
-	ssize_t r;
+	ssize_t r = 0;
 
-	for (;;) {
+	for (int i = 0; i < WRITE_TRIES; i++) {
 		r = rl__ep_rw(req, req->fd, done, RWF_NOWAIT, true);
 		loop->stats.syscalls++;
 		if (r < 0)
@@ -138,6 +144,8 @@ int64_t rl__ep_fs_write_ready(rl_loop *loop, rl_req *req)
 		if (r == 0)
 			return -EIO; /* as write_all() */
 	}
+	if (r >= 0)
+		return RL__RES_POLL; /* tries used up: the rest next time */
 	if (errno == EAGAIN || errno == EINTR)
 		return RL__RES_POLL;
 	if (errno == EOPNOTSUPP)
