@@ -213,8 +213,12 @@ void rl__ep_sys_close(rl_loop *loop, int fd)
  * it to the slow lane when its fd cannot be polled (epoll says EPERM). */
 void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
-	if (rl__ep_watch(loop, ep, req, rl__op_is_write(req->op)) == 0)
-		return;
+	if (rl__ep_watch(loop, ep, req, rl__op_is_write(req->op)) < 0)
+		rl__ep_block(loop, ep, req);
+}
+
+void rl__ep_block(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
 	rl__epr(req)->bflags |= RL__RD_BLOCKING;
 	rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
 }
@@ -412,8 +416,7 @@ static int pool_done(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 			if (req->op == RL_OP_WRITE_FILE &&
 			    !(rl__epr(req)->bflags & RL__EP_STREAM))
 				fd_unhold(loop, ep, req, false);
-			rl__epr(req)->bflags |= RL__RD_BLOCKING;
-			rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
+			rl__ep_block(loop, ep, req);
 		}
 		return 0;
 	}

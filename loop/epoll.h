@@ -204,9 +204,12 @@ void rl__ep_finish_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req,
 			  int64_t res);
 /* close(fd), counted as a loop syscall. */
 void rl__ep_sys_close(rl_loop *loop, int fd);
-/* A read that may wait forever: poll its fd, or give it to the slow lane
- * when the fd cannot be polled. */
+/* A read or write that may wait forever: poll its fd, or give it to the
+ * slow lane when the fd cannot be polled. */
 void rl__ep_watch_or_block(rl_loop *loop, struct rl__ep *ep, rl_req *req);
+/* Gives req to the slow lane to wait there, in a blocking call
+ * (RL__RD_BLOCKING), with its operation's slow job. */
+void rl__ep_block(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 /* req waits again after a spurious wake-up; false when epoll refuses. */
 bool rl__ep_rewatch(rl_loop *loop, struct rl__ep *ep, rl_req *req);
 void rl__ep_unwatch(rl_loop *loop, struct rl__ep *ep, rl_req *req);

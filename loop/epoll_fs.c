@@ -8,7 +8,9 @@
  * syscalls as the plain synchronous loop; read (readv, read_fixed) is a
  * preadv2; close is a close(); open is openat2 (+ F_SETFL). stat, writes
  * and everything else always go to the pool (see rl__ep_fs_may_inline());
- * their jobs are in epoll_fs_write.c. What the fast path cannot finish
+ * their jobs are in epoll_fs_write.c. A write that its worker finds to be
+ * for a pipe, socket or device comes back to the loop thread, which
+ * writes it as the fd has room (write_stream()). What the fast path cannot finish
  * without blocking goes to the pool; a read_file of a regular file that
  * stops half-way starts over in the worker, with a fresh open, from
  * offset 0.
@@ -256,9 +258,11 @@ ssize_t rl__ep_rw(rl_req *req, int fd, size_t skip, int rwflags, bool write)
 			iov++;
 			cnt--;
 		}
-		if (skip) {
+		if (skip && cnt) {
 			/* The caller's iovecs are const: copy the ones that
-			 * go now, the first one cut. */
+			 * go now, the first one cut. (skip is short of the
+			 * total, so an iovec is left: cnt says so to the
+			 * analyzer, which cannot know it.) */
 			cnt = cnt < RW_IOV ? cnt : RW_IOV;
 			memcpy(local, iov, cnt * sizeof(*iov));
 			local[0].iov_base = (char *)local[0].iov_base + skip;
@@ -870,49 +874,80 @@ static void stream_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	}
 }
 
-/* ------------------------------------------------------------ watched reads */
+/* ------------------------------------------------- writes to streams */
 
-/* A write waiting for room got some (epoll_fs_write.c). */
-static void write_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+/* Attempts per readiness of a watched write: a reader as fast as the loop
+ * would otherwise keep it copying a large buffer with every other
+ * callback waiting; the level-triggered watch comes back for the rest. */
+#define WRITE_TRIES 16
+
+/*
+ * Writes what a pipe, socket or device takes without waiting, from where
+ * the last attempt stopped (res[1]), WRITE_TRIES times at most. Returns
+ * len or -errno when the write is over, RL__RES_POLL when the fd is full
+ * or the tries are used up, RL__RES_SLOW when the fd refuses RWF_NOWAIT
+ * (an eventfd, a terminal). On the loop thread, which gets SIGPIPE when
+ * the reader is gone (ringloop.h).
+ */
+static int64_t write_some(rl_loop *loop, rl_req *req)
 {
-	int64_t res = rl__ep_fs_write_ready(loop, req);
+	size_t done = (size_t)rl__epr(req)->res[1];
+	ssize_t r = 0;
 
-	if (res == RL__RES_POLL)
-		return; /* full again: level-triggered, it stays */
-	rl__ep_unwatch(loop, ep, req);
-	if (res == RL__RES_SLOW) {
-		rl__epr(req)->bflags |= RL__RD_BLOCKING;
-		rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
-		return;
+	for (int i = 0; i < WRITE_TRIES; i++) {
+		r = rl__ep_rw(req, req->fd, done, RWF_NOWAIT, true);
+		loop->stats.syscalls++;
+		if (r < 0)
+			break;
+		done += (size_t)r;
+		rl__epr(req)->res[1] = (int64_t)done;
+		if (done >= req->len)
+			return (int64_t)req->len;
+		if (r == 0)
+			return -EIO; /* as the pool's write_all() */
 	}
-	loop->stats.inline_completions++;
-	rl__complete(loop, req, res);
+	if (r >= 0 || errno == EAGAIN || errno == EINTR)
+		return RL__RES_POLL;
+	if (errno == EOPNOTSUPP)
+		return RL__RES_SLOW;
+	return -errno;
 }
 
 /*
- * A write that a worker found to be for a pipe, socket or device: the
- * loop thread tries it at once (what has room, a write of nothing, an fd
- * that fails every write, such as an epoll fd's -EINVAL, end here) and
- * polls the fd for room only when it is full. Returns 1 when the request
- * completed, else 0.
+ * A write to a stream: back from the worker that found the fd's type
+ * (watched false), or watched and its fd has room now. Tried at once, so
+ * that what has room, a write of nothing, and an fd that fails every
+ * write (an epoll fd's -EINVAL) end here; polled for room while the fd is
+ * full. Returns 1 when the request completed, else 0.
  */
-int rl__ep_fs_write_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+static int write_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req,
+			bool watched)
 {
-	int64_t res = rl__ep_fs_write_ready(loop, req);
+	int64_t res = write_some(loop, req);
 
 	if (res == RL__RES_POLL) {
-		rl__ep_watch_or_block(loop, ep, req);
+		/* Level-triggered: a watched one just stays. */
+		if (!watched)
+			rl__ep_watch_or_block(loop, ep, req);
 		return 0;
 	}
+	if (watched)
+		rl__ep_unwatch(loop, ep, req);
 	if (res == RL__RES_SLOW) {
-		rl__epr(req)->bflags |= RL__RD_BLOCKING;
-		rl__ep_to_slow(loop, ep, req, rl__ep_fs_slow_job(req));
+		rl__ep_block(loop, ep, req);
 		return 0;
 	}
 	loop->stats.inline_completions++;
 	rl__complete(loop, req, res);
 	return 1;
 }
+
+int rl__ep_fs_write_stream(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	return write_stream(loop, ep, req, false);
+}
+
+/* ------------------------------------------------------------ watched reads */
 
 void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
@@ -924,7 +959,7 @@ void rl__ep_fs_ready(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 		return;
 	}
 	if (rl__op_is_write(req->op)) {
-		write_ready(loop, ep, req);
+		write_stream(loop, ep, req, true);
 		return;
 	}
 	r = rl__ep_rw(req, req->fd, 0, RWF_NOWAIT, false);

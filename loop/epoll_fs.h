@@ -43,8 +43,5 @@ void rl__ep_job_ftruncate(rl_req *req);
 void rl__ep_job_fallocate(rl_req *req);
 void rl__ep_job_path(rl_req *req); /* unlink, rmdir, mkdir, rename */
 void rl__ep_job_fstat(rl_req *req);
-/* The loop thread's attempt at a watched write to a stream, when its fd
- * has room: len, -errno, RL__RES_POLL (full again) or RL__RES_SLOW. */
-int64_t rl__ep_fs_write_ready(rl_loop *loop, rl_req *req);
 
 #endif /* RINGLOOP_EPOLL_FS_H */

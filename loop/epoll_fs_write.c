@@ -12,11 +12,11 @@
  *
  * A write finishes what a short write left, as on io_uring (ringloop.h).
  * A regular worker finds out the fd's type first: a pipe, socket or
- * device goes back to the loop thread, which polls it for room and writes
- * with RWF_NOWAIT as room comes (rl__ep_fs_write_ready()), so a write to a
- * pipe nobody reads holds no thread, is cancelled at once, and works when
- * the system refuses the loop new threads; an O_NONBLOCK fd waits the
- * same way. A device that cannot be polled or refuses RWF_NOWAIT is
+ * device goes back to the loop thread, which polls it for room and
+ * writes with RWF_NOWAIT as room comes (write_stream() in epoll_fs.c),
+ * so a write to a pipe nobody reads holds no thread, is cancelled at
+ * once, and works when the system refuses the loop new threads; an
+ * O_NONBLOCK fd waits the same way. A device that cannot be polled or refuses RWF_NOWAIT is
  * written in the slow lane (epoll.h), where the worker waits for room in
  * poll(), which the pool's signal interrupts. write_file's stream (a
  * FIFO whose reader is slow) is handed to the slow lane likewise.
@@ -98,7 +98,7 @@ static int64_t write_all(rl_req *req, int fd, bool may_wait)
 /* A pipe, socket or device may take nothing for good (nobody reads): a
  * write to one is never done on a regular worker, whose blocked writes
  * would hold back every stat and read behind them. The loop thread polls
- * the fd for room instead (rl__ep_fs_write_ready()); one that cannot be
+ * the fd for room instead (epoll_fs.c); one that cannot be
  * polled, or that refuses RWF_NOWAIT, comes back here in the slow lane
  * (RL__RD_BLOCKING), where write_all() waits. */
 void rl__ep_job_write(rl_req *req)
@@ -111,46 +111,6 @@ void rl__ep_job_write(rl_req *req)
 		return;
 	}
 	rl__epr(req)->res[0] = write_all(req, req->fd, true);
-}
-
-/* Attempts per readiness of a watched write: a reader as fast as the loop
- * would otherwise keep it copying a large buffer with every other
- * callback waiting; the level-triggered watch comes back for the rest. */
-#define WRITE_TRIES 16
-
-/*
- * A watched write's fd has room (or an error to report): writes without
- * waiting, from where the last attempt stopped (res[1]), while the fd
- * takes data, WRITE_TRIES times at most. Returns the write's result, len
- * or -errno, or RL__RES_POLL when the fd is full again or the tries are
- * used up (the request stays watched), or RL__RES_SLOW when the fd
- * refuses RWF_NOWAIT (a terminal, say). Runs on the loop thread; every
- * call counts in stats.syscalls.
- */
-int64_t rl__ep_fs_write_ready(rl_loop *loop, rl_req *req)
-{
-	size_t done = (size_t)rl__epr(req)->res[1];
-	ssize_t r = 0;
-
-	for (int i = 0; i < WRITE_TRIES; i++) {
-		r = rl__ep_rw(req, req->fd, done, RWF_NOWAIT, true);
-		loop->stats.syscalls++;
-		if (r < 0)
-			break;
-		done += (size_t)r;
-		rl__epr(req)->res[1] = (int64_t)done;
-		if (done >= req->len)
-			return (int64_t)req->len;
-		if (r == 0)
-			return -EIO; /* as write_all() */
-	}
-	if (r >= 0)
-		return RL__RES_POLL; /* tries used up: the rest next time */
-	if (errno == EAGAIN || errno == EINTR)
-		return RL__RES_POLL;
-	if (errno == EOPNOTSUPP)
-		return RL__RES_SLOW;
-	return -errno;
 }
 
 static int sync_fd(int fd, bool datasync)

@@ -630,28 +630,9 @@ BACKEND_TEST(thread_fail, slow_lane_cannot_grow)
 
 /* ------------------------------------------------- pipe writes need no thread */
 
-enum { NPIPE = 8, PBIG = 256 << 10 };
-
-/* Reads what pipe fd holds without waiting: first the fill bytes that
- * filled it (zeros), then data, each byte checked; *got counts both. */
-static void pipe_drain(int fd, size_t fill, const unsigned char *data,
-		       size_t *got)
-{
-	static unsigned char buf[1 << 16];
-	ssize_t n;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		for (ssize_t k = 0; k < n; k++) {
-			size_t at = *got + (size_t)k;
-
-			cr_assert_eq(buf[k], at < fill ? 0 : data[at - fill],
-				     "byte %zu", at);
-		}
-		*got += (size_t)n;
-	}
-	cr_assert(n < 0 && errno == EAGAIN, "read: %zd, %s", n,
-		  strerror(errno));
-}
+/* FILL_MAX: at most what a pipe holds before the writes (64 KiB unless
+ * pipe-max-size says otherwise, and never past 1 MiB here). */
+enum { NPIPE = 8, PBIG = 256 << 10, FILL_MAX = 1 << 20 };
 
 /*
  * Writes into pipes nobody reads wait for room without a thread of their
@@ -660,17 +641,18 @@ static void pipe_drain(int fd, size_t fill, const unsigned char *data,
  * still ends one at once: NPIPE writes of PBIG bytes into full pipes,
  * then every other one cancelled (-ECANCELED, once, with no reader in
  * sight), then the rest drained: all their bytes, in order, and len in
- * their callbacks. No thread started meanwhile.
+ * their callbacks. No thread started meanwhile. Each pipe is filled with
+ * the start of the pattern and written the rest, so that stream_drain()
+ * checks one pattern from byte 0.
  */
 BACKEND_TEST(thread_fail, pipe_writes_wait_without_a_thread)
 {
-	static unsigned char zeros[1 << 16];
 	struct rl_options opt = { .pool_signal = -1 };
-	struct tseen seen[NPIPE];
+	struct stream st[NPIPE];
 	rl_req req[NPIPE];
-	unsigned char *data = pattern("pipes", PBIG);
-	size_t fill[NPIPE] = { 0 }, got[NPIPE] = { 0 };
-	int p[NPIPE][2], base, threads, open_writes;
+	unsigned char *data = pattern("pipes", FILL_MAX + PBIG);
+	size_t fill[NPIPE] = { 0 };
+	int pw[NPIPE], base, threads, open_writes;
 	rl_loop *loop;
 	ssize_t n;
 
@@ -680,19 +662,25 @@ BACKEND_TEST(thread_fail, pipe_writes_wait_without_a_thread)
 	loop = tloop_opts(tp, &opt);
 	threads = threads_now();
 	deny_threads();
+	memset(st, 0, sizeof(st));
 	for (int i = 0; i < NPIPE; i++) {
-		cr_assert_eq(pipe2(p[i], O_CLOEXEC), 0);
-		cr_assert_eq(fcntl(p[i][1], F_SETFL, O_NONBLOCK), 0);
-		while ((n = write(p[i][1], zeros, sizeof(zeros))) > 0)
+		int p[2];
+
+		cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+		while (fill[i] < FILL_MAX &&
+		       (n = write(p[1], data + fill[i], FILL_MAX - fill[i])) >
+			       0)
 			fill[i] += (size_t)n;
-		cr_assert_gt(fill[i], 0);
-		cr_assert_eq(fcntl(p[i][1], F_SETFL, 0), 0);
-		cr_assert_eq(fcntl(p[i][0], F_SETFL, O_NONBLOCK), 0);
+		cr_assert(fill[i] > 0 && fill[i] < FILL_MAX, "fill %zu",
+			  fill[i]);
+		cr_assert_eq(fcntl(p[1], F_SETFL, 0), 0);
+		st[i].name = "pipes";
+		st[i].fd = p[0];
+		pw[i] = p[1];
 		memset(&req[i], 0, sizeof(req[i]));
-		memset(&seen[i], 0, sizeof(seen[i]));
-		req[i].data = &seen[i];
-		cr_assert_eq(rl_fs_write(loop, &req[i], p[i][1], data, PBIG, -1,
-					 tseen_cb),
+		req[i].data = &st[i].w;
+		cr_assert_eq(rl_fs_write(loop, &req[i], pw[i], data + fill[i],
+					 PBIG, -1, tseen_cb),
 			     0);
 	}
 	for (int t = 0; t < 50; t++) {
@@ -700,8 +688,8 @@ BACKEND_TEST(thread_fail, pipe_writes_wait_without_a_thread)
 		usleep(1000);
 	}
 	for (int i = 0; i < NPIPE; i++)
-		cr_assert_eq(seen[i].calls, 0, "write %d ended: %lld", i,
-			     (long long)seen[i].result);
+		cr_assert_eq(st[i].w.calls, 0, "write %d ended: %lld", i,
+			     (long long)st[i].w.result);
 	for (int i = 0; i < NPIPE; i += 2)
 		cr_assert_eq(rl_cancel(loop, &req[i]), 0);
 	for (int t = 0; t < 2000; t++) {
@@ -709,31 +697,31 @@ BACKEND_TEST(thread_fail, pipe_writes_wait_without_a_thread)
 
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 		for (int i = 0; i < NPIPE; i += 2)
-			all = all && seen[i].calls;
+			all = all && st[i].w.calls;
 		if (all)
 			break;
 		usleep(1000);
 	}
 	for (int i = 0; i < NPIPE; i += 2)
-		expect(&seen[i], -ECANCELED, "a cancelled pipe write");
+		expect(&st[i].w, -ECANCELED, "a cancelled pipe write");
 	do {
 		open_writes = 0;
 		for (int i = 1; i < NPIPE; i += 2) {
-			pipe_drain(p[i][0], fill[i], data, &got[i]);
-			open_writes += !seen[i].calls;
+			stream_drain(&st[i]);
+			open_writes += !st[i].w.calls;
 		}
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 		usleep(200);
 	} while (open_writes);
 	for (int i = 1; i < NPIPE; i += 2) {
-		pipe_drain(p[i][0], fill[i], data, &got[i]);
-		expect(&seen[i], PBIG, "a drained pipe write");
-		cr_assert_eq(got[i], fill[i] + PBIG);
+		stream_drain(&st[i]);
+		expect(&st[i].w, PBIG, "a drained pipe write");
+		cr_assert_eq(st[i].got, fill[i] + PBIG);
 	}
 	cr_assert_eq(threads_now(), threads, "a thread started");
 	for (int i = 0; i < NPIPE; i++) {
-		close(p[i][0]);
-		close(p[i][1]);
+		close(st[i].fd);
+		close(pw[i]);
 	}
 	tclose(loop);
 	cr_assert_eq(threads_now(), base, "threads left");
