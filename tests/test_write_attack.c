@@ -2606,12 +2606,17 @@ struct qf_reader {
 	int fd[QF_N];
 	size_t got[QF_N];
 	atomic_bool eof[QF_N];
+	atomic_bool done[QF_N]; /* the write_file called back */
 	atomic_bool stop;
 	unsigned char *buf[QF_N];
 };
 
 /* Reads every FIFO a little at a time, and notes when each one ends: its
- * writer, the loop's write_file, closed it. */
+ * writer, the loop's write_file, closed it. A FIFO also reads 0 before
+ * its writer came (a write_file still queued), so a 0 is its end only
+ * once bytes came or the write_file called back; taken for the end too
+ * early, the reader would stop and the write_file wait for room for
+ * good (a rare 20 s timeout under a loaded make test). */
 static void *qf_read(void *arg)
 {
 	struct qf_reader *t = arg;
@@ -2627,7 +2632,8 @@ static void *qf_read(void *arg)
 							   : 1000);
 			if (r > 0)
 				t->got[i] += (size_t)r;
-			else if (r == 0)
+			else if (r == 0 &&
+				 (t->got[i] || atomic_load(&t->done[i])))
 				atomic_store(&t->eof[i], true);
 		}
 		usleep(200);
@@ -2724,14 +2730,22 @@ BACKEND_TEST(write_attack, write_files_cancelled_while_queued_close_their_files)
 	for (;;) {
 		int calls = 0;
 
-		for (int i = 0; i < QF_N; i++)
+		for (int i = 0; i < QF_N; i++) {
 			calls += seen[i].calls;
+			atomic_store(&t.done[i], seen[i].calls > 0);
+		}
 		for (int i = 0; i < nflood; i++)
 			calls += fseen[i].calls;
 		if (calls == QF_N + nflood)
 			break;
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
-		cr_assert_lt(tnow_ms(), end, "%d callbacks", calls);
+		cr_assert_lt(tnow_ms(), end,
+			     "%s: %d callbacks; write_files called back: "
+			     "%d%d%d%d%d%d, FIFOs read %zu %zu %zu %zu %zu %zu",
+			     tp_name(tp), calls, seen[0].calls, seen[1].calls,
+			     seen[2].calls, seen[3].calls, seen[4].calls,
+			     seen[5].calls, t.got[0], t.got[1], t.got[2],
+			     t.got[3], t.got[4], t.got[5]);
 		usleep(200);
 	}
 	/* Every write_file is over: each FIFO ends once the reader has taken
@@ -2807,6 +2821,8 @@ BACKEND_TEST(write_attack, write_files_queued_at_the_close_close_their_files)
 		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
 	}
 	cr_assert_eq(rl_loop_close(loop), 0);
+	for (int i = 0; i < QF_N; i++)
+		atomic_store(&t.done[i], seen[i].calls > 0);
 	/* The write_files' files are closed: each FIFO ends once the
 	 * reader has what it holds. */
 	for (uint64_t end = tnow_ms() + 5000;;) {
@@ -2842,6 +2858,116 @@ BACKEND_TEST(write_attack, write_files_queued_at_the_close_close_their_files)
 	close(fd);
 	cr_assert_eq(tfd_count(), fds_before, "fds left open");
 	free(small);
+	free(data);
+	alarm(0);
+}
+
+/* ------------------------------------------- a loop that reads its own pipe */
+
+enum { SELF_LEN = 1 << 20, SELF_CHUNK = 3000 };
+
+struct self_pipe {
+	rl_loop *loop;
+	int rfd, wfd;
+	const unsigned char *data;
+	unsigned char buf[SELF_CHUNK];
+	rl_req wreq, rreq;
+	size_t got;	  /* bytes the reader saw, each checked */
+	size_t cancel_at; /* the reader cancels the write past this; 0: never */
+	int wcalls, rends, cancels;
+	int64_t wres;
+};
+
+static void self_written(rl_req *req)
+{
+	struct self_pipe *s = req->data;
+
+	s->wcalls++;
+	s->wres = req->result;
+	/* Closed from inside its own write's callback: the reader sees the
+	 * end once it has the rest. */
+	cr_assert_eq(close(s->wfd), 0);
+	s->wfd = -1;
+}
+
+static void self_read(rl_req *req)
+{
+	struct self_pipe *s = req->data;
+
+	cr_assert_geq(req->result, 0, "read: %s",
+		      rl_strerror((int)req->result));
+	if (req->result == 0) {
+		s->rends++;
+		return;
+	}
+	for (int64_t i = 0; i < req->result; i++)
+		cr_assert_eq(s->buf[i], s->data[s->got + (size_t)i], "byte %zu",
+			     s->got + (size_t)i);
+	s->got += (size_t)req->result;
+	if (s->cancel_at && s->got > s->cancel_at && !s->cancels++) {
+		int ret = rl_cancel(s->loop, &s->wreq);
+
+		/* Its last bytes may be in the pipe already, its callback
+		 * due: too late, and then it says len. */
+		cr_assert(ret == 0 || (ret == -ENOENT && !s->wcalls), "%s",
+			  rl_strerror(ret));
+	}
+	cr_assert_eq(rl_fs_read(s->loop, &s->rreq, s->rfd, s->buf,
+				sizeof(s->buf), -1, self_read),
+		     0);
+}
+
+/*
+ * One loop writes 1 MiB into a pipe and reads the other end itself, a
+ * few KiB per read issued from the last read's callback: on epoll both
+ * wait on the loop thread (the write for room, the read for data), so
+ * neither may starve the other. Then again with the reader cancelling the
+ * write from its callback half-way, a cancel that may race the write's
+ * completion. Every byte read is the pattern's, in order; the write calls
+ * back once, len (and the reader got all of it) or -ECANCELED (a prefix),
+ * and closes its fd from its own callback, so the reader ends with 0.
+ */
+BACKEND_TEST(write_attack, loop_reads_the_pipe_it_writes)
+{
+	unsigned char *data = pattern("self", SELF_LEN);
+
+	signal(SIGPIPE, SIG_IGN);
+	alarm(60);
+	for (int round = 0; round < 2; round++) {
+		struct self_pipe *s = calloc(1, sizeof(*s));
+		int p[2];
+
+		cr_assert_not_null(s);
+		s->loop = tloop(tp);
+		s->data = data;
+		s->cancel_at = round ? SELF_LEN / 2 : 0;
+		cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+		s->rfd = p[0];
+		s->wfd = p[1];
+		s->wreq.data = s->rreq.data = s;
+		cr_assert_eq(rl_fs_write(s->loop, &s->wreq, s->wfd, data,
+					 SELF_LEN, -1, self_written),
+			     0);
+		cr_assert_eq(rl_fs_read(s->loop, &s->rreq, s->rfd, s->buf,
+					sizeof(s->buf), -1, self_read),
+			     0);
+		trun(s->loop);
+		cr_assert_eq(s->wcalls, 1);
+		cr_assert_eq(s->rends, 1);
+		if (!round || s->wres == SELF_LEN) {
+			cr_assert_eq(s->wres, SELF_LEN, "%s",
+				     rl_strerror((int)s->wres));
+			cr_assert_eq(s->got, SELF_LEN);
+		} else {
+			cr_assert_eq(s->wres, -ECANCELED, "%s",
+				     rl_strerror((int)s->wres));
+			cr_assert_gt(s->got, SELF_LEN / 2);
+			cr_assert_leq(s->got, SELF_LEN);
+		}
+		close(s->rfd);
+		tclose(s->loop);
+		free(s);
+	}
 	free(data);
 	alarm(0);
 }
