@@ -22,6 +22,7 @@ struct bench_opts bench_opt = {
 	.size = 12,
 	.latency = true,
 	.limits = true,
+	.pair = true,
 	.cold_files = 10000,
 	.qd = { 1, 8, 32, 128 },
 	.nqd = 4,
@@ -45,6 +46,9 @@ static void usage(FILE *f)
 		"  --mode LIST        write, cold: parallel,blocking (both)\n"
 		"  --no-limits        only the rows asked for, not the limits they are\n"
 		"                     compared with (sync-mt, raw-uring, sync)\n"
+		"  --no-pair          no sync run before each measured run, so that a\n"
+		"                     profiler sees the cell alone; ratio is then 1 and\n"
+		"                     x limit compares medians\n"
 		"  -n N               reads per run (10000; 1..%u)\n"
 		"  --runs R           measured runs per cell (9; 1..%d)\n"
 		"  --warmup W         unmeasured runs before them (1; 0..%d)\n"
@@ -263,6 +267,7 @@ void bench_opts_parse(int argc, char **argv)
 		O_NOOUT,
 		O_NOLAT,
 		O_NOLIMITS,
+		O_NOPAIR,
 		O_MODE,
 		O_FSYNC,
 		O_COLDFILES,
@@ -313,6 +318,7 @@ void bench_opts_parse(int argc, char **argv)
 		{ "no-out", no_argument, 0, O_NOOUT },
 		{ "no-latency", no_argument, 0, O_NOLAT },
 		{ "no-limits", no_argument, 0, O_NOLIMITS },
+		{ "no-pair", no_argument, 0, O_NOPAIR },
 		{ "mode", required_argument, 0, O_MODE },
 		{ "fsync", no_argument, 0, O_FSYNC },
 		{ "cold-files", required_argument, 0, O_COLDFILES },
@@ -458,6 +464,9 @@ void bench_opts_parse(int argc, char **argv)
 			break;
 		case O_NOLIMITS:
 			o->limits = false;
+			break;
+		case O_NOPAIR:
+			o->pair = false;
 			break;
 		case O_MODE:
 			o->modes = optarg;

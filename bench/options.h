@@ -37,6 +37,7 @@ struct bench_opts {
 	bool coro_window_all;	/* --coro-window 0: never wait */
 	struct rl_options loop; /* the knobs every loop (and raw-uring) gets */
 	bool json, micro, no_out, latency, limits;
+	bool pair; /* a sync run before each measured run (--no-pair) */
 	const char *out_dir;
 	const char *backends, *styles; /* NULL: all */
 	const char *scenarios;	       /* NULL: parallel,blocking */

@@ -131,7 +131,7 @@ static void json_knobs(FILE *f)
 		!!(ran & RL_DEFER_TASKRUN), !!(o->flags & RL_COOP_TASKRUN),
 		!!(o->flags & RL_NO_LINK), !!(o->flags & RL_NO_DIRECT),
 		!!(o->flags & RL_REGISTER_RING));
-	fprintf(f, "\"ring\":\"%s\",", ring);
+	fprintf(f, "\"ring\":\"%s\",\"pair\":%d,", ring, bench_opt.pair);
 	fputs("\"iowq_max\":", f);
 	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
 	fprintf(f, ",\"submit_batch\":%u", o->submit_batch);
@@ -311,6 +311,8 @@ static void text_header(FILE *f, const struct bench_machine *m)
 		bench_opt.n, bench_opt.size, bench_opt.files,
 		bench_opt.files > 1 ? "s" : "", bench_opt.runs,
 		bench_opt.warmup, bench_opt.warmup == 1 ? "" : "s", window);
+	if (!bench_opt.pair)
+		fputs(", unpaired", f);
 	if (o->flags & RL_SQPOLL)
 		fputs(", sqpoll", f);
 	fprintf(f, ", ring %s", ring_ran(&ran));

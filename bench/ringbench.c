@@ -324,7 +324,8 @@ static bool same_cell_kind(const struct bench_cell *a,
 /* limit_ratio: the cell's ratio over its limit row's ratio. Both are taken
  * against the sync runs paired with them, so a machine that got slower
  * between the two rows does not show as a difference between them. A
- * random I/O cell has no pair: the limit row's IOPS over the cell's. */
+ * random I/O cell has no pair: the limit row's IOPS over the cell's; nor
+ * has any cell with --no-pair: the medians. */
 static void set_limit_ratio(struct bench_cell *c)
 {
 	if (c->error || !c->limit)
@@ -337,9 +338,14 @@ static void set_limit_ratio(struct bench_cell *c)
 		const struct bench_cell *l = cells[i];
 
 		if (!strcmp(l->backend, c->limit) && same_cell_kind(l, c) &&
-		    !l->error)
-			c->limit_ratio = c->timed ? l->iops / c->iops
-						  : c->ratio / l->ratio;
+		    !l->error) {
+			if (c->timed)
+				c->limit_ratio = l->iops / c->iops;
+			else if (bench_opt.pair)
+				c->limit_ratio = c->ratio / l->ratio;
+			else
+				c->limit_ratio = c->median_ms / l->median_ms;
+		}
 	}
 }
 
@@ -776,6 +782,7 @@ static void run_group(unsigned g)
 {
 	struct bench_ctx pair_ctx;
 	struct bench_subject pair;
+	const struct bench_subject *pp;
 	bool done[NBASELINES][SC_COUNT] = { { 0 } };
 	unsigned first = 0;
 
@@ -795,12 +802,14 @@ static void run_group(unsigned g)
 		perror("ringbench");
 		exit(1);
 	}
+	/* --no-pair: the cells alone, for a profiler. */
+	pp = bench_opt.pair ? &pair : NULL;
 	for (unsigned b = 0; b < NBASELINES; b++)
 		for (unsigned sc = 0; sc < SC_COUNT; sc++)
 			if (scenarios[sc].group == g)
-				run_baseline_row(b, sc, &pair, 0, done);
+				run_baseline_row(b, sc, pp, 0, done);
 	for (unsigned k = 0; k < NBACKENDS; k++)
-		run_backend(&backends[k], g, &pair);
+		run_backend(&backends[k], g, pp);
 	bench_sync_close(&pair_ctx);
 }
 

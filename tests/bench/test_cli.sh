@@ -75,4 +75,14 @@ head -1 "$res/$first" | has '^{"meta":' || fail "the result file does not start 
 [ "$(readlink "$res/latest.csv")" = "${first%.json}.csv" ] || fail "latest.csv moved"
 st=0; "$rb" --out "$res" --backend sync-mt --scenario blocking >/dev/null 2>&1 || st=$?
 [ "$st" -eq 2 ] && [ "$(readlink "$res/latest.json")" = "$first" ] || fail "an empty selection touched latest.json"
-ok "validation, procfs, byte checks, ring sizes, latest.*"
+# --no-pair: no sync run before the cells' runs, so their baseline is
+# their own median (ratio 1), and x limit compares the medians.
+out=$(timeout 60 "$rb" -n 200 --runs 2 --json --no-out --no-pair --backend raw-uring,uring --style baseline,callback --scenario blocking 2>/dev/null)
+raw=$(printf '%s\n' "$out" | grep '"backend":"raw-uring"')
+cell=$(printf '%s\n' "$out" | grep '"backend":"uring"')
+[ "$(jfield "$cell" pair)" = 0 ] || fail "--no-pair: the cell's knobs do not say pair 0"
+[ "$(jfield "$cell" ratio)" = 1.000 ] || fail "--no-pair: ratio $(jfield "$cell" ratio), want 1.000"
+awk -v c="$(jfield "$cell" median_ms)" -v r="$(jfield "$raw" median_ms)" -v l="$(jfield "$cell" limit_ratio)" \
+	'BEGIN { d = c / r - l; exit !(d < 0.002 && d > -0.002) }' ||
+	fail "--no-pair: limit_ratio $(jfield "$cell" limit_ratio) is not $(jfield "$cell" median_ms) / $(jfield "$raw" median_ms)"
+ok "validation, procfs, byte checks, ring sizes, latest.*, --no-pair"
