@@ -85,4 +85,16 @@ cell=$(printf '%s\n' "$out" | grep '"backend":"uring"')
 awk -v c="$(jfield "$cell" median_ms)" -v r="$(jfield "$raw" median_ms)" -v l="$(jfield "$cell" limit_ratio)" \
 	'BEGIN { d = c / r - l; exit !(d < 0.002 && d > -0.002) }' ||
 	fail "--no-pair: limit_ratio $(jfield "$cell" limit_ratio) is not $(jfield "$cell" median_ms) / $(jfield "$raw" median_ms)"
-ok "validation, procfs, byte checks, ring sizes, latest.*, --no-pair"
+# scripts/instructions.sh (callgrind, per operation): a bad -n is refused;
+# with valgrind there, a cell gets a count, and raw-uring's is below the
+# loop's (the loop runs the same chain and more).
+st=0; scripts/instructions.sh -n x >/dev/null 2>&1 || st=$?
+[ "$st" -eq 2 ] || fail "instructions.sh -n x: exit $st, want 2"
+if command -v valgrind >/dev/null 2>&1; then
+	out=$(scripts/instructions.sh -n 200 --scenario blocking --backend raw-uring,uring --style baseline,callback)
+	raw=$(printf '%s\n' "$out" | awk '$1 == "raw-uring" { print $4 }')
+	loop=$(printf '%s\n' "$out" | awk '$1 == "uring" { print $4 }')
+	awk -v r="$raw" -v l="$loop" 'BEGIN { exit !(r + 0 > 0 && l + 0 > r + 0) }' ||
+		fail "instructions.sh: raw-uring '$raw', uring '$loop' instructions per read"
+fi
+ok "validation, procfs, byte checks, ring sizes, latest.*, --no-pair, instructions.sh"
