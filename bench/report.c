@@ -131,7 +131,7 @@ static void json_knobs(FILE *f)
 		!!(ran & RL_DEFER_TASKRUN), !!(o->flags & RL_COOP_TASKRUN),
 		!!(o->flags & RL_NO_LINK), !!(o->flags & RL_NO_DIRECT),
 		!!(o->flags & RL_REGISTER_RING));
-	fprintf(f, "\"ring\":\"%s\",\"pair\":%d,", ring, bench_opt.pair);
+	fprintf(f, "\"ring\":\"%s\",", ring);
 	fputs("\"iowq_max\":", f);
 	json_num(f, o->iowq_max ? o->iowq_max : NAN, 0);
 	fprintf(f, ",\"submit_batch\":%u", o->submit_batch);
@@ -144,10 +144,12 @@ static void json_knobs(FILE *f)
 		 0);
 	fprintf(f,
 		",\"pool_threads\":%u,\"no_inline\":%d,\"force_async\":%d,"
-		"\"iopoll\":%d,\"fixed_bufs\":%d,\"coro_window\":%zu}",
+		"\"iopoll\":%d,\"fixed_bufs\":%d,\"coro_window\":%zu,"
+		"\"pair\":%d}",
 		bench_effective_pool_threads(), !!(o->flags & RL_NO_INLINE),
 		!!(o->flags & RL_FORCE_ASYNC), !!(o->flags & RL_IOPOLL),
-		bench_opt.fixed_bufs, bench_effective_coro_window());
+		bench_opt.fixed_bufs, bench_effective_coro_window(),
+		bench_opt.pair);
 }
 
 static double pct_us(const struct bench_cell *c, double p)

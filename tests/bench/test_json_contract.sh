@@ -77,7 +77,7 @@ while IFS= read -r c; do
 	else want=sync; fi
 	[ "$(jfield "$c" limit)" = "$want" ] || fail "$name: limit $(jfield "$c" limit), want $want"
 	# Knobs as they ran: --coro-window 0 (never wait) ran as all n.
-	printf '%s\n' "$c" | has "\"coro_window\":$n}" || fail "$name: coro_window is not $n"
+	printf '%s\n' "$c" | has "\"coro_window\":$n[,}]" || fail "$name: coro_window is not $n"
 	printf '%s\n' "$c" | has "\"window\":$n," || fail "$name: window is not $n"
 	printf '%s\n' "$c" | has '"iowq_max":null' || fail "$name: iowq_max not null"
 	if printf '%s\n' "$c" | grep -Eq '[0-9]{10,}'; then fail "$name: a sentinel-sized number: $c"; fi
