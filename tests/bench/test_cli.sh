@@ -88,8 +88,12 @@ awk -v c="$(jfield "$cell" median_ms)" -v r="$(jfield "$raw" median_ms)" -v l="$
 # scripts/instructions.sh (callgrind, per operation): a bad -n is refused;
 # with valgrind there, a cell gets a count, and raw-uring's is below the
 # loop's (the loop runs the same chain and more).
-st=0; scripts/instructions.sh -n x >/dev/null 2>&1 || st=$?
-[ "$st" -eq 2 ] || fail "instructions.sh -n x: exit $st, want 2"
+for args in "-n x" "-n" "--scenario randread" "--scenario blocking,storage"; do
+	st=0
+	# shellcheck disable=SC2086 # the words are the arguments
+	scripts/instructions.sh $args >/dev/null 2>"$scratch/err" || st=$?
+	[ "$st" -eq 2 ] && [ -s "$scratch/err" ] || fail "instructions.sh $args: exit $st, want 2 and a message"
+done
 if command -v valgrind >/dev/null 2>&1; then
 	out=$(scripts/instructions.sh -n 200 --scenario blocking --backend raw-uring,uring --style baseline,callback)
 	raw=$(printf '%s\n' "$out" | awk '$1 == "raw-uring" { print $4 }')
