@@ -70,7 +70,8 @@ enum {
  * thread before the hand-off to a worker, or by the worker while it runs
  * the job (it owns the request until the loop takes it back). */
 enum {
-	RL__RD_SEEKABLE = 1, /* a regular file or block device: read blocking */
+	RL__RD_SEEKABLE = 1, /* a regular file or block device: read (or
+			      * write) blocking */
 	RL__RD_BLOCKING =
 		2, /* cannot be polled: a blocking read is all there is */
 	RL__EP_TRIED = 4, /* the fast path failed once: leave it to a worker */

@@ -6,11 +6,11 @@
  *
  * The fast path: read_file is openat2 + fstat + preadv2 + close, as many
  * syscalls as the plain synchronous loop; read (readv, read_fixed) is a
- * preadv2; close is a close(); open is openat2 (+ F_SETFL). stat, writes
- * and everything else always go to the pool (see rl__ep_fs_may_inline());
- * their jobs are in epoll_fs_write.c. A write that its worker finds to be
- * for a pipe, socket or device comes back to the loop thread, which
- * writes it as the fd has room (write_stream()). What the fast path cannot finish
+ * preadv2; close is a close(); open is openat2 (+ F_SETFL); a write
+ * (writev, write_fixed) to a pipe, socket or device is written on the loop
+ * thread as the fd has room (inline_write(), write_stream()). stat, writes
+ * to files and everything else always go to the pool (see
+ * rl__ep_fs_may_inline()); their jobs are in epoll_fs_write.c. What the fast path cannot finish
  * without blocking goes to the pool; a read_file of a regular file that
  * stops half-way starts over in the worker, with a fresh open, from
  * offset 0.
@@ -618,9 +618,50 @@ done:
 	return true;
 }
 
+/*
+ * A write on the loop thread: only the fd's type is found here. A pipe,
+ * socket or device is written at once as far as it has room, and polled
+ * for the rest (write_some()); anything else goes to the pool, marked so
+ * that its worker does not ask for the type again. Before, a worker found
+ * the type, so every write to a pipe made a trip to a worker and back.
+ * statx() of an open fd asking for the type only, with AT_STATX_DONT_SYNC,
+ * never waits: the inode is in memory while the fd is open, and the file
+ * systems that revalidate attributes over the network (NFS, FUSE, CIFS)
+ * skip it with that flag. A bad fd goes to the pool too, whose write
+ * fails as before.
+ */
+static int64_t write_some(rl_loop *loop, rl_req *req);
+
+static bool inline_write(rl_loop *loop, struct rl__ep *ep, rl_req *req)
+{
+	struct statx stx;
+	int64_t res;
+
+	loop->stats.syscalls++;
+	if (statx(req->fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE,
+		  &stx) < 0)
+		return false;
+	if (!rl__ep_stream_type(stx.stx_mode)) {
+		rl__epr(req)->bflags |= RL__RD_SEEKABLE;
+		return false;
+	}
+	res = write_some(loop, req);
+	if (res == RL__RES_POLL)
+		rl__ep_watch_or_block(loop, ep, req);
+	else if (res == RL__RES_SLOW)
+		rl__ep_block(loop, ep, req);
+	else
+		rl__ep_finish_inline(loop, ep, req, res);
+	return true;
+}
+
 bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 {
 	switch (req->op) {
+	case RL_OP_WRITE:
+	case RL_OP_WRITEV:
+	case RL_OP_WRITE_FIXED:
+		return inline_write(loop, ep, req);
 	case RL_OP_READ_FILE:
 		return ep->openat2_ok && inline_read_file(loop, ep, req);
 	case RL_OP_OPEN:
@@ -638,8 +679,9 @@ bool rl__ep_fs_try_inline(rl_loop *loop, struct rl__ep *ep, rl_req *req)
 	/* stat stays in the pool: statx() may block on a cold dentry or
 	 * inode, and nothing documented makes it refuse to (AT_STATX_DONT_SYNC
 	 * only concerns network file systems' attribute caches). So do the
-	 * writes: ext4 (6.18) answers a buffered RWF_NOWAIT write with
-	 * EOPNOTSUPP, a try would cost a syscall for nothing; and the rest
+	 * writes to files (inline_write() sends them): ext4 (6.18) answers a
+	 * buffered RWF_NOWAIT write with EOPNOTSUPP, a try would cost a
+	 * syscall for nothing; and the rest
 	 * (fsync, unlink, rename...) may wait for the disk. */
 	return false;
 }
@@ -732,8 +774,9 @@ void rl__ep_fs_free(struct rl__ep *ep)
 	ep->ndirect = 0;
 }
 
-/* Whether the fast path may finish this request; stat and writes always
- * go to the pool (see try_inline()), and so do reads of O_DIRECT files. */
+/* Whether the fast path may finish this request, or (a write) find out
+ * where it goes; stat always goes to the pool (see try_inline()), and so
+ * do reads and writes of O_DIRECT files. */
 bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req)
 {
 	switch (req->op) {
@@ -743,6 +786,9 @@ bool rl__ep_fs_may_inline(const struct rl__ep *ep, const rl_req *req)
 	case RL_OP_READ:
 	case RL_OP_READV:
 	case RL_OP_READ_FIXED:
+	case RL_OP_WRITE:
+	case RL_OP_WRITEV:
+	case RL_OP_WRITE_FIXED:
 		return ep->inline_ok && !rl__ep_fs_is_direct(ep, req->fd);
 	case RL_OP_CLOSE:
 		return ep->inline_ok;

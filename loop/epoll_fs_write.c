@@ -11,9 +11,11 @@
  * -EINTR, which the loop reports as -ECANCELED.
  *
  * A write finishes what a short write left, as on io_uring (ringloop.h).
- * A regular worker finds out the fd's type first: a pipe, socket or
- * device goes back to the loop thread, which polls it for room and
- * writes with RWF_NOWAIT as room comes (write_stream() in epoll_fs.c),
+ * The loop thread finds out the fd's type before it hands a write over
+ * (inline_write() in epoll_fs.c); where it did not (the epoll-pool
+ * configuration, a burst shared with the workers) a regular worker does:
+ * a pipe, socket or device goes back to the loop thread, which polls it
+ * for room and writes with RWF_NOWAIT as room comes (write_stream()),
  * so a write to a pipe nobody reads holds no thread, is cancelled at
  * once, and works when the system refuses the loop new threads; an
  * O_NONBLOCK fd waits the same way. A device that cannot be polled or refuses RWF_NOWAIT is
@@ -105,7 +107,7 @@ void rl__ep_job_write(rl_req *req)
 {
 	struct stat st;
 
-	if (!(rl__epr(req)->bflags & RL__RD_BLOCKING) &&
+	if (!(rl__epr(req)->bflags & (RL__RD_BLOCKING | RL__RD_SEEKABLE)) &&
 	    fstat(req->fd, &st) == 0 && rl__ep_stream_type(st.st_mode)) {
 		rl__epr(req)->res[0] = RL__RES_POLL;
 		return;

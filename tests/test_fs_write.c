@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,69 @@ BACKEND_TEST(fs_write, write_at_position_and_offset)
 	cr_assert_eq(do_fstat(loop, fd, &stx), 0);
 	cr_assert_eq(stx.stx_size, 100001);
 	cr_assert_eq(do_close(loop, fd), 0);
+	tclose(loop);
+}
+
+/*
+ * Where a write runs. On epoll the loop thread finds the fd's type: a
+ * write to a pipe, a socket or /dev/null with room is written there, with
+ * no pool job, and a write to a file goes to one worker. Before, every
+ * write went to a worker first, which only found out the type and sent a
+ * stream's write back. With the fast path off (epoll-pool) that is still
+ * the way: one job each. io_uring has no pool. Every byte arrives.
+ */
+BACKEND_TEST(fs_write, stream_writes_run_on_the_loop_thread)
+{
+	bool epoll = tp->backend == RL_BACKEND_EPOLL;
+	bool fast = epoll && !(tp->flags & RL_NO_INLINE);
+	const char *path = spath("where");
+	rl_loop *loop = tloop(tp);
+	struct iovec iov[2] = { { "ab", 2 }, { "cdef", 4 } };
+	char got[16] = { 0 };
+	struct rl_stats st;
+	uint64_t jobs, inl;
+	int fds[4], p[2], sv[2];
+
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fds[0] = p[1];
+	fds[1] = sv[0];
+	fds[2] = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	fds[3] = open_fd(loop, path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+			 0644);
+	cr_assert_geq(fds[2], 0);
+	for (int i = 0; i < 4; i++) {
+		bool file = i == 3;
+
+		rl_loop_stats(loop, &st);
+		jobs = st.pool_jobs;
+		inl = st.inline_completions;
+		cr_assert_eq(do_write(loop, fds[i], "hello", 5, -1), 5);
+		cr_assert_eq(do_writev(loop, fds[i], iov, 2, -1), 6);
+		rl_loop_stats(loop, &st);
+		cr_assert_eq(st.pool_jobs - jobs,
+			     !epoll	       ? 0
+			     : (fast && !file) ? 0
+					       : 2,
+			     "fd %d: %llu pool jobs", i,
+			     (unsigned long long)(st.pool_jobs - jobs));
+		if (fast && !file)
+			cr_assert_eq(st.inline_completions - inl, 2);
+	}
+	cr_assert_eq(read(p[0], got, sizeof(got)), 11);
+	cr_assert_str_eq(got, "helloabcdef");
+	memset(got, 0, sizeof(got));
+	cr_assert_eq(read(sv[1], got, sizeof(got)), 11);
+	cr_assert_str_eq(got, "helloabcdef");
+	memset(got, 0, sizeof(got));
+	cr_assert_eq(pread(fds[3], got, sizeof(got), 0), 11);
+	cr_assert_str_eq(got, "helloabcdef");
+	cr_assert_eq(do_close(loop, fds[3]), 0);
+	close(p[0]);
+	close(p[1]);
+	close(sv[0]);
+	close(sv[1]);
+	close(fds[2]);
 	tclose(loop);
 }
 
