@@ -618,7 +618,8 @@ static int ep_wait(rl_loop *loop, int64_t timeout_ns)
 	 * worker, the spin would take one of them away. */
 	if (!done && timeout_ns != 0 && ep->in_pool &&
 	    ep->in_pool < burst_cpus(loop, ep) && !ep->nwatch &&
-	    RL__POOL_SPIN_NS > 0 && rl__spin_allowed(&ep->spin)) {
+	    RL__POOL_SPIN_NS > 0 && ep->spin_ok &&
+	    rl__spin_allowed(&ep->spin)) {
 		int64_t spent = spin_for_done(loop, ep, timeout_ns);
 
 		if (timeout_ns > 0)
@@ -850,6 +851,11 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 	if (!ep)
 		return -ENOMEM;
 	ep->inline_ok = !(opt->flags & RL_NO_INLINE);
+	/* "Never poll" (rl_options.idle_spin_ns < 0) holds for the pool too:
+	 * the loop sleeps at once while jobs are out, and a worker with no
+	 * job sleeps at once, trading the latency of a wake-up for the CPU
+	 * the polls cost (docs/experiments.md). */
+	ep->spin_ok = opt->idle_spin_ns >= 0;
 	ep->aio_off = opt->flags & RL_NO_AIO;
 	ep->ncpu = rl__pool_size(0);
 	ep->openat2_ok = true;
@@ -874,7 +880,7 @@ static int ep_init(rl_loop *loop, const struct rl_options *opt)
 		.threads = rl__pool_size(opt->pool_threads),
 		.signo = signo,
 		.hold_back = true,
-		.spin = true,
+		.spin = ep->spin_ok,
 	};
 	ret = rl__pool_init(&ep->pool, &cfg, ep_notify, ep);
 	if (ret < 0)

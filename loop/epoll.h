@@ -130,6 +130,7 @@ struct rl__ep {
 	bool pwait2_ok;	 /* epoll_pwait2 exists */
 	bool closing;
 	bool poll_owed; /* the last wait() skipped polling the fds */
+	bool spin_ok;	/* the loop and its workers may poll before sleeping */
 	unsigned ncpu;	/* CPUs this process may run on */
 	unsigned nwatch;
 	unsigned ninline;	  /* RL__EP_INLINE */

@@ -754,6 +754,59 @@ BACKEND_TEST(epoll_attack, mixed_burst_on_one_worker)
 }
 
 /*
+ * "Never poll" (rl_options.idle_spin_ns < 0): on epoll neither the loop
+ * polls for its pool's completions nor a worker for its next job, so
+ * every completion must wake a sleeping loop and every job a sleeping
+ * worker (the default polls could hide a lost wake-up). Stats one at a
+ * time (each a pool job with the loop asleep), then cold and cached
+ * bursts on one and on two workers: every request calls back once, with
+ * the right answer, within the alarm.
+ */
+BACKEND_TEST(epoll_attack, no_polling_anywhere)
+{
+	enum { N = 64, SIZE = 12000, STATS = 300 };
+	unsigned rounds = scaled(4, 2);
+	const char *small;
+	struct rl_options opt;
+	struct burst b;
+	rl_loop *loop;
+
+	tfile("nopoll-small", 100);
+	small = tkeep_path(tpath("nopoll-small"));
+	burst_init(&b, "nopoll", N, SIZE);
+	alarm(100);
+	for (unsigned round = 0; round < rounds; round++) {
+		rl_options_init(&opt);
+		opt.idle_spin_ns = -1;
+		opt.pool_threads = 1 + round % 2;
+		loop = tloop_opts(tp, &opt);
+		for (int i = 0; i < STATS; i++) {
+			struct tseen s = { 0 };
+			rl_req r = { .data = &s };
+			struct statx stx;
+
+			cr_assert_eq(
+				rl_fs_stat(loop, &r, small, &stx, tseen_cb), 0);
+			run_until(loop, &s.calls, 1);
+			cr_assert_eq(s.result, 0);
+			cr_assert_eq(stx.stx_size, 100);
+		}
+		if (round % 2)
+			burst_cold(&b);
+		else
+			for (int i = 0; i < N; i++)
+				tfile(b.name[i], SIZE);
+		burst_submit(loop, &b);
+		burst_run(loop, &b);
+		cr_assert_eq(burst_check(&b, false), 0);
+		cr_assert_eq(rl_loop_close(loop), 0);
+	}
+	alarm(0);
+	burst_free(&b);
+	tclose(tloop(tp));
+}
+
+/*
  * Every file cold, on a pool of one worker, then of many: the second
  * pass must not livelock (a job that misses again is not sent round
  * once more), and every request completes with the whole file.
