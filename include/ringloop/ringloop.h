@@ -209,11 +209,10 @@ struct rl_options {
 	 * RL_GROUP_IDLE_SPIN_NS for the loops of a group (rl_group_open()),
 	 * where latency between loops is the point, and no polling for a loop
 	 * of its own; < 0 = never poll. On epoll "never" covers the thread
-	 * pool as well: by default the loop polls for up to 50 us for a job
-	 * that is out (when a CPU is left for it) and a worker polls as long
-	 * for its next job, which takes a wake-up off each hand-off for some
-	 * CPU (a cold file read one at a time: about 20 us sooner, for about
-	 * 45 us more CPU per read on a 2-vCPU VM); < 0 turns both off.
+	 * pool as well: by default the loop polls a while for a job that is
+	 * out (when a CPU is left for it) and a worker for its next job,
+	 * which saves a wake-up per hand-off at the cost of some CPU
+	 * (docs/experiments.md measures both); < 0 turns both off.
 	 */
 	int64_t idle_spin_ns;
 };
