@@ -314,6 +314,23 @@ static int absorb(rl_req *req, int32_t r, int32_t p)
 	return 1;
 }
 
+/*
+ * Cancels the probe of a read_file whose read ended while it was being
+ * cancelled. On the default ring the hard link issues the probe from the
+ * kernel's task work, which may not have run yet when the read's CQE is
+ * reaped; a cancel submitted then finds nothing, and the probe, issued
+ * after it, waits for ever on a FIFO nobody writes to (on 6.18, a build
+ * that placed every FIFO read of group_attack::close_with_blocked_fifos_
+ * spread on one loop hung so at the close, every time). So the task work
+ * runs first (rl__uring_settle()), and the cancel finds the probe issued,
+ * or done.
+ */
+static void cancel_probe(rl_loop *loop, struct rl__uring *u, rl_req *req)
+{
+	rl__uring_settle(loop, u, rl__ur(req)->sq_end);
+	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_PROBE));
+}
+
 static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		      unsigned tag, int32_t res)
 {
@@ -335,8 +352,7 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		/* The probe runs next (hard link) and, on a FIFO, may wait
 		 * for a writer as the read did: cancel it too. */
 		if (stopping)
-			rl__uring_cancel_sqe(loop, u,
-					     rl__udata(req, RL__TAG_PROBE));
+			cancel_probe(loop, u, req);
 		return;
 	}
 	/* RL__TAG_PROBE: the chain is over; the file is still open. */
@@ -419,8 +435,7 @@ static void step_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			 * probe may wait as the read did: cancel it too. */
 			ur->res[0] = res;
 			if (stopping)
-				rl__uring_cancel_sqe(
-					loop, u, rl__udata(req, RL__TAG_PROBE));
+				cancel_probe(loop, u, req);
 			return;
 		}
 		ret = absorb(req, (int32_t)ur->res[0], res);
