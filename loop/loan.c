@@ -36,28 +36,24 @@ struct rl__loan {
 };
 
 /* The smallest class of at least want bytes (want <= LOAN_MAX). */
+/* The smallest class whose size holds want bytes (want <= LOAN_MAX). */
 static unsigned class_up(size_t want)
 {
-	unsigned c = 0;
-
-	while ((LOAN_MIN << c) < want)
-		c++;
-	return c;
+	if (want <= LOAN_MIN)
+		return 0;
+	return (unsigned)(64 - __builtin_clzll((unsigned long long)want - 1)) -
+	       RL__LOAN_MIN_SHIFT;
 }
 
-/* The largest class cap bytes hold (LOAN_MIN <= cap). */
+/* The largest class whose size fits in cap bytes (cap >= LOAN_MIN). */
 static unsigned class_down(size_t cap)
 {
-	unsigned c = 0;
+	unsigned c = (unsigned)(63 - __builtin_clzll((unsigned long long)cap)) -
+		     RL__LOAN_MIN_SHIFT;
 
-	while (c + 1 < RL__LOAN_CLASSES && (LOAN_MIN << (c + 1)) <= cap)
-		c++;
-	return c;
+	return c < RL__LOAN_CLASSES ? c : RL__LOAN_CLASSES - 1;
 }
 
-/* Gives req the buffer its read fills: a kept one when one of a class
- * large enough for the size asked waits, a new one of that class
- * otherwise. Returns 0 or -ENOMEM. */
 int rl__loan_take(rl_loop *loop, rl_req *req)
 {
 	size_t want = rl__req(req)->cap, max = loop->opt.read_file_max;

@@ -417,8 +417,13 @@ static int run_batch(rl_loop *loop)
 {
 	int n = 0;
 
-	n += rl__timers_run(loop);
-	n += rl__net_run_items(loop);
+	/* The timers' and the sockets' passes are skipped by a look at
+	 * their fields when they have nothing, which is every pass of a
+	 * loop that uses neither. */
+	if (loop->heap_len || !rl__list_empty(&loop->cancelled))
+		n += rl__timers_run(loop);
+	if (loop->net)
+		n += rl__net_run_items(loop);
 	n += run_ready(loop);
 	n += run_tasks(loop);
 	return n;
@@ -428,7 +433,8 @@ static int run_batch(rl_loop *loop)
 static bool has_work(rl_loop *loop)
 {
 	return !rl__fifo_empty(&loop->ready) || !rl__list_empty(&loop->tasks) ||
-	       !rl__list_empty(&loop->cancelled) || rl__net_items_pending(loop);
+	       !rl__list_empty(&loop->cancelled) ||
+	       (loop->net && rl__net_items_pending(loop));
 }
 
 /*

@@ -615,10 +615,20 @@ static bool push_cancels(rl_loop *loop, struct rl__uring *u);
 
 /* What frees room first: cancels, then the steps of requests holding a
  * slot, then new requests. */
-static void push_pending(rl_loop *loop, struct rl__uring *u)
+static __attribute__((noinline)) void push_waiting(rl_loop *loop,
+						   struct rl__uring *u)
 {
 	if (push_cancels(loop, u) && push_queue(loop, u, &u->cont))
 		push_queue(loop, u, &u->pending);
+}
+
+/* Called twice per wait, and nearly always with nothing to push: one look
+ * at the four sources, inline, before any call. */
+static inline void push_pending(rl_loop *loop, struct rl__uring *u)
+{
+	if (u->ncancels || u->cancel_any || !rl__fifo_empty(&u->cont) ||
+	    !rl__fifo_empty(&u->pending))
+		push_waiting(loop, u);
 }
 
 /* ----------------------------------------------------------- completion */
@@ -961,7 +971,10 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	if (!io_uring_cq_ready(&u->ring))
 		timeout_ns = flush_lingering(loop, u, timeout_ns);
 	timeout_ns = unstick_slots(loop, u, timeout_ns);
-	timeout_ns = unstick_cq(loop, u, timeout_ns);
+	if (u->cont.head || u->pending.head)
+		timeout_ns = unstick_cq(loop, u, timeout_ns);
+	else
+		u->cq_stuck_ns = 0; /* what unstick_cq() does with none */
 	timeout_ns = unstick_fds(loop, u, timeout_ns);
 	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
 		/* Cancels that still found no room may be all that can end
