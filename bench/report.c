@@ -452,6 +452,32 @@ static void text_num(FILE *f, int width, double v, int decimals)
 static void read_tables(FILE *f, struct bench_cell *const *cells, unsigned n);
 static void storage_table(FILE *f, struct bench_cell *const *cells, unsigned n);
 
+/* Says when sync-mt, the parallel rows' limit, did not get the CPUs'
+ * worth of speed-up (stats.h, bench_parallel_weak()). */
+static void parallel_note(FILE *f, struct bench_cell *const *cells, unsigned n)
+{
+	unsigned threads = bench_sync_mt_threads();
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct bench_cell *c = cells[i];
+
+		if (c->error || strcmp(c->backend, "sync-mt") ||
+		    strcmp(c->scenario, "parallel") ||
+		    !bench_parallel_weak(c->ratio, threads))
+			continue;
+		fprintf(f,
+			"\nPARALLEL: sync-mt took %.2fx sync's time with %u "
+			"threads (%.2fx if the CPUs all ran at once): either "
+			"they did not (a busy host; a VM's neighbours count "
+			"too) or the threads contended (--files K spreads the "
+			"reads over distinct files). Every \"x sync-mt\" above "
+			"is then measured against a weaker limit than the "
+			"machine's; compare the spread and tpc rows across runs "
+			"only where sync-mt took about 1/CPUs of sync.\n",
+			c->ratio, threads, 1.0 / threads);
+	}
+}
+
 void bench_report_table(struct bench_cell *const *cells, unsigned n)
 {
 	FILE *f = bench_report_text();
@@ -509,6 +535,7 @@ void bench_report_table(struct bench_cell *const *cells, unsigned n)
 				? BENCH_MAX_RUNS
 				: bench_opt.runs * 2 + 1);
 	}
+	parallel_note(f, cells, n);
 	fflush(f);
 }
 

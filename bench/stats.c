@@ -139,3 +139,8 @@ struct bench_noise bench_noise(const double *v, unsigned n)
 	r.noisy = r.spread > BENCH_NOISE_SPREAD || r.cv > BENCH_NOISE_CV;
 	return r;
 }
+
+bool bench_parallel_weak(double ratio, unsigned threads)
+{
+	return threads >= 2 && ratio * threads > BENCH_PARALLEL_SLACK;
+}

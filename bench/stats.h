@@ -99,4 +99,18 @@ struct bench_noise {
 
 struct bench_noise bench_noise(const double *v, unsigned n);
 
+/*
+ * sync-mt, the parallel rows' limit, splits the reads over one thread per
+ * CPU, so it takes about 1/threads of sync's time where the CPUs really
+ * run at once; measured 0.54-0.64 on a quiet 2-vCPU VM, 0.80 when the host
+ * took part of a vCPU. It is weak, and every "x sync-mt" of the run is
+ * measured against less than the machine can do, when it takes more than
+ * BENCH_PARALLEL_SLACK times that: the CPUs did not all run (a busy host,
+ * a VM's neighbours), or the threads contended (one file read from every
+ * CPU). ratio: sync-mt's median over its paired sync runs'.
+ */
+#define BENCH_PARALLEL_SLACK 1.4
+
+bool bench_parallel_weak(double ratio, unsigned threads);
+
 #endif

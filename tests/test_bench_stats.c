@@ -178,3 +178,17 @@ Test(bench_stats, noise_flag)
 	/* One run cannot show noise. */
 	cr_assert(!bench_noise(spread, 1).noisy);
 }
+
+/* sync-mt's limit is weak past 1.4/threads of sync's time; one thread
+ * never is (there is nothing to split). */
+Test(bench_stats, parallel_limit_weak_past_the_slack)
+{
+	cr_assert_not(bench_parallel_weak(0.54, 2));
+	cr_assert_not(bench_parallel_weak(0.69, 2));
+	cr_assert(bench_parallel_weak(0.71, 2));
+	cr_assert(bench_parallel_weak(0.80, 2));
+	cr_assert_not(bench_parallel_weak(0.17, 8));
+	cr_assert(bench_parallel_weak(0.30, 8));
+	cr_assert_not(bench_parallel_weak(1.00, 1));
+	cr_assert_not(bench_parallel_weak(5.00, 0));
+}
