@@ -36,7 +36,6 @@ struct rl__loan {
 };
 
 /* The smallest class of at least want bytes (want <= LOAN_MAX). */
-/* The smallest class whose size holds want bytes (want <= LOAN_MAX). */
 static unsigned class_up(size_t want)
 {
 	if (want <= LOAN_MIN)
@@ -45,7 +44,7 @@ static unsigned class_up(size_t want)
 	       RL__LOAN_MIN_SHIFT;
 }
 
-/* The largest class whose size fits in cap bytes (cap >= LOAN_MIN). */
+/* The largest class cap bytes hold (LOAN_MIN <= cap). */
 static unsigned class_down(size_t cap)
 {
 	unsigned c = (unsigned)(63 - __builtin_clzll((unsigned long long)cap)) -
@@ -54,6 +53,9 @@ static unsigned class_down(size_t cap)
 	return c < RL__LOAN_CLASSES ? c : RL__LOAN_CLASSES - 1;
 }
 
+/* Gives req the buffer its read fills: a kept one when one of a class
+ * large enough for the size asked waits, a new one of that class
+ * otherwise. Returns 0 or -ENOMEM. */
 int rl__loan_take(rl_loop *loop, rl_req *req)
 {
 	size_t want = rl__req(req)->cap, max = loop->opt.read_file_max;
