@@ -542,6 +542,73 @@ static void cancel_waiting(rl_loop *loop, rl_req *reqs, struct tseen *fs, int n)
 	}
 }
 
+/*
+ * Many read_files of FIFOs nobody writes to, beside reads of a plain
+ * file, all cancelled at once: every one calls back once, the FIFO reads
+ * with -ECANCELED, and the loop does not hang. On io_uring a cancelled
+ * read ends with -ECANCELED while its hard-linked probe is still to be
+ * issued from the ring's task work; a cancel sent for the probe before
+ * that work ran found nothing, and the probe then waited for ever on its
+ * FIFO. It took about forty such reads at once to leave a probe behind on
+ * 6.18 (the kernel runs task work in passes), so this test cancels a
+ * hundred.
+ */
+BACKEND_TEST(special, many_fifo_reads_cancelled_at_once)
+{
+	enum { N = 200, FIFOS = 6, SIZE = 100 };
+	const char *plain = tkeep_path(tfile("plain", SIZE));
+	const char *fifo[FIFOS];
+	struct tseen seen[N] = { { 0 } };
+	rl_req reqs[N];
+	rl_loop *loop = tloop(tp);
+	int cancelled = 0;
+
+	alarm(60); /* the hang this test is about */
+	for (int f = 0; f < FIFOS; f++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "nowriter%d", f);
+		fifo[f] = tfifo(name);
+	}
+	for (int i = 0; i < N; i++) {
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i],
+					     i % 2 ? fifo[(i / 2) % FIFOS]
+						   : plain,
+					     NULL, 0, RL_READ_FILE_GROW,
+					     tseen_cb),
+			     0);
+	}
+	/* Into the kernel (or the pool): the FIFO reads now wait. */
+	for (int k = 0; k < 3; k++)
+		cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+	for (int i = 0; i < N; i++) {
+		int ret = rl_cancel(loop, &reqs[i]);
+
+		/* A plain read may have called back already. */
+		cr_assert(ret == 0 || (ret == -ENOENT && i % 2 == 0),
+			  "req %d: %s", i, rl_strerror(ret));
+	}
+	trun(loop);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(seen[i].calls, 1, "req %d: %d calls", i,
+			     seen[i].calls);
+		if (i % 2) {
+			cr_assert_eq(seen[i].result, -ECANCELED, "req %d: %s",
+				     i, rl_strerror((int)seen[i].result));
+			cancelled++;
+		} else if (seen[i].result != -ECANCELED) {
+			cr_assert_eq(seen[i].result, SIZE, "req %d: %s", i,
+				     rl_strerror((int)seen[i].result));
+			tcheck("plain", reqs[i].buf, SIZE);
+		}
+		free(reqs[i].buf);
+	}
+	cr_assert_eq(cancelled, N / 2);
+	alarm(0);
+	tclose(loop);
+}
+
 BACKEND_TEST(special, waiting_fifos_do_not_starve_the_pool)
 {
 	enum { FIFOS = 3, OPENS = 2, QUICK = 20 };
