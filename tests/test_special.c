@@ -572,12 +572,11 @@ BACKEND_TEST(special, many_fifo_reads_cancelled_at_once)
 	}
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &seen[i] };
-		cr_assert_eq(rl_fs_read_file(loop, &reqs[i],
-					     i % 2 ? fifo[(i / 2) % FIFOS]
-						   : plain,
-					     NULL, 0, RL_READ_FILE_GROW,
-					     tseen_cb),
-			     0);
+		cr_assert_eq(
+			rl_fs_read_file(loop, &reqs[i],
+					i % 2 ? fifo[(i / 2) % FIFOS] : plain,
+					NULL, 0, RL_READ_FILE_GROW, tseen_cb),
+			0);
 	}
 	/* Into the kernel (or the pool): the FIFO reads now wait. */
 	for (int k = 0; k < 3; k++)
