@@ -319,11 +319,11 @@ static int absorb(rl_req *req, int32_t r, int32_t p)
  * cancelled. On the default ring the hard link issues the probe from the
  * kernel's task work, which may not have run yet when the read's CQE is
  * reaped; a cancel submitted then finds nothing, and the probe, issued
- * after it, waits for ever on a FIFO nobody writes to (on 6.18, a build
- * that placed every FIFO read of group_attack::close_with_blocked_fifos_
- * spread on one loop hung so at the close, every time). So the task work
- * runs first (rl__uring_settle()), and the cancel finds the probe issued,
- * or done.
+ * after it, waits for ever on a FIFO nobody writes to (on 6.18, about
+ * forty FIFO reads cancelled at once left one behind every time:
+ * special::many_fifo_reads_cancelled_at_once). So the task work runs
+ * first (rl__uring_settle()), and the cancel finds the probe issued, or
+ * done.
  */
 static void cancel_probe(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
