@@ -300,7 +300,12 @@ int64_t rl__timers_next_ns(rl_loop *loop);
 int rl__timers_run(rl_loop *loop);
 void rl__timers_cancel_all(rl_loop *loop);
 void rl__timers_free(rl_loop *loop);
-bool rl__timers_alive(const rl_loop *loop);
+/* A timer armed or a cancelled one to call back: inline, since the run
+ * loop asks on every pass and nearly always hears no. */
+static inline bool rl__timers_alive(const rl_loop *loop)
+{
+	return loop->heap_len || !rl__list_empty(&loop->cancelled);
+}
 /* rl_req_deadline(): the timer of a request that has its result now. */
 void rl__deadline_done(rl_loop *loop, rl_req *req);
 

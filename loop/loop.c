@@ -417,13 +417,9 @@ static int run_batch(rl_loop *loop)
 {
 	int n = 0;
 
-	/* The timers' and the sockets' passes are skipped by a look at
-	 * their fields when they have nothing, which is every pass of a
-	 * loop that uses neither. */
-	if (loop->heap_len || !rl__list_empty(&loop->cancelled))
+	if (rl__timers_alive(loop))
 		n += rl__timers_run(loop);
-	if (loop->net)
-		n += rl__net_run_items(loop);
+	n += rl__net_run_items(loop);
 	n += run_ready(loop);
 	n += run_tasks(loop);
 	return n;
@@ -433,8 +429,7 @@ static int run_batch(rl_loop *loop)
 static bool has_work(rl_loop *loop)
 {
 	return !rl__fifo_empty(&loop->ready) || !rl__list_empty(&loop->tasks) ||
-	       !rl__list_empty(&loop->cancelled) ||
-	       (loop->net && rl__net_items_pending(loop));
+	       !rl__list_empty(&loop->cancelled) || rl__net_items_pending(loop);
 }
 
 /*

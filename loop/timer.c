@@ -165,11 +165,6 @@ int64_t rl__timers_next_ns(rl_loop *loop)
 	return due <= now ? 0 : (int64_t)(due - now);
 }
 
-bool rl__timers_alive(const rl_loop *loop)
-{
-	return loop->heap_len || !rl__list_empty(&loop->cancelled);
-}
-
 int rl__timers_run(rl_loop *loop)
 {
 	/* Timers started (or re-armed) during this pass wait for the next

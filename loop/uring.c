@@ -971,10 +971,7 @@ static int uring_wait(rl_loop *loop, int64_t timeout_ns)
 	if (!io_uring_cq_ready(&u->ring))
 		timeout_ns = flush_lingering(loop, u, timeout_ns);
 	timeout_ns = unstick_slots(loop, u, timeout_ns);
-	if (u->cont.head || u->pending.head)
-		timeout_ns = unstick_cq(loop, u, timeout_ns);
-	else
-		u->cq_stuck_ns = 0; /* what unstick_cq() does with none */
+	timeout_ns = unstick_cq(loop, u, timeout_ns);
 	timeout_ns = unstick_fds(loop, u, timeout_ns);
 	if ((u->ncancels || u->cancel_any) && timeout_ns != 0) {
 		/* Cancels that still found no room may be all that can end
