@@ -151,7 +151,8 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 
 	if (ret < 0 || (ret = rl__fs_check_path(path)) < 0)
 		return ret;
-	if (flags & ~(unsigned)(RL_READ_FILE_GROW | RL_READ_FILE_LOAN))
+	if (flags & ~(unsigned)(RL_READ_FILE_GROW | RL_READ_FILE_LOAN |
+				RL_READ_FILE_REGULAR))
 		return -EINVAL;
 	if (loan && (!grow || buf))
 		return -EINVAL;
@@ -189,6 +190,9 @@ int rl_fs_read_file(rl_loop *loop, rl_req *req, const char *path, void *buf,
 		rl__req(req)->state |= RL__REQ_OWNBUF;
 	if (loan)
 		rl__req(req)->state |= RL__REQ_LOAN;
+	if ((flags & RL_READ_FILE_REGULAR) ||
+	    (loop->opt.flags & RL_REGULAR_FILES))
+		rl__req(req)->state |= RL__REQ_REGULAR;
 	return rl__fs_accept(loop, req);
 }
 

@@ -33,6 +33,7 @@ enum {
 	RL__REQ_TIMEDOUT = 1u << 7, /* cancelled by its deadline */
 	RL__REQ_SPREAD = 1u << 8,   /* runs on another loop of its group */
 	RL__REQ_LOAN = 1u << 9,	    /* read_file: lent buffer (loan.c) */
+	RL__REQ_REGULAR = 1u << 10, /* read_file: RL_READ_FILE_REGULAR */
 };
 
 /* Timer states (timer->state). */

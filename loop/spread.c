@@ -312,6 +312,8 @@ bool rl__spread_submit(rl_loop *loop, rl_req *req)
 	sh->len = req->len;
 	sh->flags =
 		(rl__req(req)->state & RL__REQ_OWNBUF) ? RL_READ_FILE_GROW : 0;
+	if (rl__req(req)->state & RL__REQ_REGULAR)
+		sh->flags |= RL_READ_FILE_REGULAR;
 	sh->msgs = 1;
 	sh->sent = false;
 	sh->cancel_sent = false;

@@ -148,7 +148,8 @@ static int init_slots(rl_loop *loop, struct rl__uring *u, unsigned slots)
 		slots = rl.rlim_cur > 1 ? (unsigned)rl.rlim_cur : 1;
 	u->free_slots = malloc(slots * sizeof(*u->free_slots));
 	u->slot_file = calloc(slots, sizeof(*u->slot_file));
-	if (!u->free_slots || !u->slot_file)
+	u->slot_iov = calloc(slots, sizeof(*u->slot_iov));
+	if (!u->free_slots || !u->slot_file || !u->slot_iov)
 		return -ENOMEM;
 	ret = io_uring_register_files_sparse(&u->ring, slots);
 	loop->stats.syscalls++;
@@ -1335,6 +1336,7 @@ static void uring_destroy(rl_loop *loop)
 		close(u->efd);
 	free(u->free_slots);
 	free(u->slot_file);
+	free(u->slot_iov);
 	free(u->cancels);
 	free(u);
 	loop->be = NULL;

@@ -96,6 +96,10 @@ struct rl__uring {
 	 * no other file work, or when rl_run() returns with none, are closed
 	 * then (flush_lingering() and uring_leave() in uring.c). */
 	uint8_t *slot_file;
+	/* Per slot: the two buffers of a read_file chain's read when it
+	 * has no probe (RL_READ_FILE_REGULAR), the caller's and the byte
+	 * after it, for as long as the slot's chain may be submitted. */
+	struct iovec (*slot_iov)[2];
 	unsigned nlinger;      /* free slots that hold a file */
 	unsigned nslot_closes; /* their closes in flight */
 	/* Loop time a wait first found files lingering since nlinger last

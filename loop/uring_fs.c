@@ -28,6 +28,11 @@
  *    a stream of them costs three SQEs (open, read, probe) and two CQEs,
  *    no close of its own. Files still lingering when the loop is about
  *    to sleep, or when rl_run() returns, are closed then (uring.c).
+ *  - RL_READ_FILE_REGULAR: the caller vouches that a short read is the
+ *    end, so the chain is open -> readv, the read asking for the buffer
+ *    and the byte after it: fewer bytes than that are the whole file,
+ *    all of them a file that goes on (read on in steps, as above). Two
+ *    SQEs and one CQE; the next open into the slot closes the file.
  *  - IOSQE_CQE_SKIP_SUCCESS (5.17) on the open: its CQE exists only when
  *    it fails, and then the kernel posts no CQE for the linked read and
  *    probe it cancelled, so that CQE ends the chain.
@@ -68,6 +73,10 @@
 /* The most one read asks for; Linux reads at most MAX_RW_COUNT (INT_MAX
  * rounded down to a page) at once anyway, and the length is 32 bits. */
 #define MAX_READ ((size_t)INT_MAX)
+/* The longest read whose shortness proves the end of a regular file, for
+ * RL_READ_FILE_REGULAR: below MAX_RW_COUNT on every page size (see
+ * regular_read_cqe()). */
+#define REGULAR_SURE_MAX (1 << 30)
 
 /* What a plain open request keeps in step. */
 enum { OPEN_FIRST = 0, OPEN_ASYNC = 1 };
@@ -106,6 +115,28 @@ void rl__uring_fs_unslot(rl_req *req)
 	rl__ur(req)->step = STEP_OPEN;
 }
 
+/* A read_file whose caller vouched for a regular file on a disk file
+ * system: its chain ends with the read, no probe (RL_READ_FILE_REGULAR). */
+static bool regular(rl_req *req)
+{
+	return rl__req(req)->state & RL__REQ_REGULAR;
+}
+
+/* What the read of a chain without a probe asks for in the buffer: all
+ * of it, up to what one read can give (and a byte more, see
+ * prep_chain()). */
+static size_t regular_ask(rl_req *req)
+{
+	return rl__req(req)->cap < MAX_READ - 1 ? rl__req(req)->cap
+						: MAX_READ - 1;
+}
+
+/* The SQEs of read_file's chain, and the CQEs owed for them. */
+static unsigned chain_sqes(rl_req *req)
+{
+	return regular(req) ? 2 : 3;
+}
+
 struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u, rl_req *req)
 {
 	struct rl__uring_need need = { .sqes = 1, .slot = false };
@@ -116,7 +147,7 @@ struct rl__uring_need rl__uring_fs_need(const struct rl__uring *u, rl_req *req)
 	if (req->op != RL_OP_READ_FILE)
 		return need;
 	if (step == STEP_CHAIN && u->link)
-		need.sqes = 3;
+		need.sqes = chain_sqes(req);
 	else if (step == STEP_READ)
 		need.sqes = 2;
 	need.slot = rl__uring_slotted(u, req) &&
@@ -155,12 +186,29 @@ static void prep_chain(struct rl__uring *u, rl_req *req)
 	struct rl__uring_req *ur = rl__ur(req);
 	unsigned slot = (unsigned)ur->slot;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	struct iovec *iov;
 
 	io_uring_prep_openat_direct(sqe, AT_FDCWD, req->path, O_RDONLY, 0,
 				    slot);
 	sqe->flags |= IOSQE_IO_LINK | IOSQE_CQE_SKIP_SUCCESS;
 	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_OPEN));
-	prep_read_pair(u, req, (int)slot, IOSQE_FIXED_FILE, 0);
+	if (!regular(req)) {
+		prep_read_pair(u, req, (int)slot, IOSQE_FIXED_FILE, 0);
+		return;
+	}
+	/* The caller's word replaces the probe: the read ends the chain,
+	 * and a short one ends the file. It asks for the byte after the
+	 * buffer too, so that a file that fills the buffer exactly ends
+	 * here as well, and a longer one is told apart at once. */
+	iov = u->slot_iov[slot];
+	iov[0].iov_base = req->buf;
+	iov[0].iov_len = regular_ask(req);
+	iov[1].iov_base = &ur->probe;
+	iov[1].iov_len = 1;
+	sqe = io_uring_get_sqe(&u->ring);
+	io_uring_prep_readv(sqe, (int)slot, iov, 2, (uint64_t)-1);
+	sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data64(sqe, rl__udata(req, RL__TAG_MAIN));
 }
 
 static void prep_read_file_step(struct rl__uring *u, rl_req *req)
@@ -331,6 +379,28 @@ static void cancel_probe(rl_loop *loop, struct rl__uring *u, rl_req *req)
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_PROBE));
 }
 
+/*
+ * Folds the read that ends a chain without a probe (RL_READ_FILE_REGULAR)
+ * into the request, as absorb() does a read and its probe: that read asked
+ * for the buffer and the byte after it, so fewer bytes than that are the
+ * whole file (0), and all of them a file that goes on (1).
+ */
+static int absorb_regular(rl_req *req, int32_t res)
+{
+	size_t ask = regular_ask(req);
+
+	if (res >= 0 && (size_t)res > ask)
+		return absorb(req, (int32_t)ask, 1);
+	if (res >= REGULAR_SURE_MAX) {
+		/* Linux reads at most MAX_RW_COUNT (a page short of 2 GiB)
+		 * at once: a read this long may have stopped there, so its
+		 * shortness proves nothing, and the steps' probe decides. */
+		absorb(req, res, 0);
+		return 1;
+	}
+	return absorb(req, res, 0);
+}
+
 static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		      unsigned tag, int32_t res)
 {
@@ -343,21 +413,29 @@ static void chain_cqe(rl_loop *loop, struct rl__uring *u, rl_req *req,
 		/* Only a failed open posts a CQE, and then the kernel omits
 		 * the CQEs of the read and probe it cancelled: the chain is
 		 * over, and the slot holds what it held before. */
-		u->cq_owed -= 3;
+		u->cq_owed -= chain_sqes(req);
 		rl__uring_release_slot(loop, u, req);
 		rl__uring_complete(loop, u, req, res);
 		return;
 	case RL__TAG_MAIN:
+		if (regular(req)) {
+			/* The chain's last: no probe follows. */
+			ret = absorb_regular(req, res);
+			break;
+		}
 		ur->res[0] = res;
 		/* The probe runs next (hard link) and, on a FIFO, may wait
 		 * for a writer as the read did: cancel it too. */
 		if (stopping)
 			cancel_probe(loop, u, req);
 		return;
+	default:
+		/* RL__TAG_PROBE: the chain is over. */
+		ret = absorb(req, (int32_t)ur->res[0], res);
+		break;
 	}
-	/* RL__TAG_PROBE: the chain is over; the file is still open. */
-	u->cq_owed -= 3;
-	ret = absorb(req, (int32_t)ur->res[0], res);
+	/* The file is still open. */
+	u->cq_owed -= chain_sqes(req);
 	if (ret == 1 && !stopping) {
 		/* Larger than the buffer, a procfs file, or a stream: read
 		 * on from the same open file. */

@@ -14,8 +14,8 @@ has() { grep "$@" >/dev/null; }
 
 out=$("$rb" -n 300 --runs 2 --json --no-out 2>/dev/null)
 cells=$(printf '%s\n' "$out" | grep -c '^{"backend"' || true)
-[ "$cells" -eq 35 ] ||
-	fail "expected 35 cells (sync x2, sync-mt, raw-uring x2, 3 backends x 3 styles x 2, 4 group rows x 3 styles), got $cells"
+[ "$cells" -eq 41 ] ||
+	fail "expected 41 cells (sync x2, sync-mt, raw-uring x2, 4 backends x 3 styles x 2, 4 group rows x 3 styles), got $cells"
 if printf '%s\n' "$out" | has '"error"'; then
 	printf '%s\n' "$out" | grep '"error"' >&2
 	fail "a default cell failed"

@@ -139,7 +139,10 @@ static void check_sreq(struct sreq *s, bool may_cancel)
 	free(s->req.buf);
 }
 
-BACKEND_TEST(group, spread_burst_every_byte_home)
+/* A burst of BURST read_files spread from loop 0 of a group of three, of
+ * which every regular-th is told that its file is regular (0: none):
+ * every byte comes home, and each loop read its share. */
+static void spread_burst(const struct tp *tp, int regular)
 {
 	alarm(60); /* a lost message or completion hangs here */
 	struct sreq *s = calloc(BURST, sizeof(*s));
@@ -153,10 +156,13 @@ BACKEND_TEST(group, spread_burst_every_byte_home)
 	g = tgroup(tp, 3, RL_GROUP_SPREAD, RL_MSG_WAKE_DEFAULT);
 	loop = rl_group_loop(g, 0);
 	for (int i = 0; i < BURST; i++) {
+		unsigned flags = RL_READ_FILE_GROW;
+
+		if (regular && i % regular == 0)
+			flags |= RL_READ_FILE_REGULAR;
 		s[i].file = i % FILES;
 		cr_assert_eq(rl_fs_read_file(loop, &s[i].req, paths[s[i].file],
-					     NULL, 0, RL_READ_FILE_GROW,
-					     sreq_cb),
+					     NULL, 0, flags, sreq_cb),
 			     0);
 	}
 	trun(loop);
@@ -172,6 +178,17 @@ BACKEND_TEST(group, spread_burst_every_byte_home)
 	cr_assert_eq(rl_group_close(g), 0);
 	cr_assert_eq(tfd_count(), before);
 	free(s);
+}
+
+BACKEND_TEST(group, spread_burst_every_byte_home)
+{
+	spread_burst(tp, 0);
+}
+
+/* Half of them RL_READ_FILE_REGULAR: the flag travels with the shards. */
+BACKEND_TEST(group, spread_burst_regular_files)
+{
+	spread_burst(tp, 2);
 }
 
 BACKEND_TEST(group, spread_cancel_and_deadline)

@@ -551,31 +551,23 @@ static void cancel_waiting(rl_loop *loop, rl_req *reqs, struct tseen *fs, int n)
  * that work ran found nothing, and the probe then waited for ever on its
  * FIFO. It took about forty such reads at once to leave a probe behind on
  * 6.18 (the kernel runs task work in passes), so this test cancels a
- * hundred.
+ * hundred. The burst runs with the read_file flags given: a chain with
+ * its probe, or without (RL_READ_FILE_REGULAR, the caller's word wrong).
  */
-BACKEND_TEST(special, many_fifo_reads_cancelled_at_once)
+static void cancel_fifo_burst(rl_loop *loop, const char *plain,
+			      const char *const *fifo, unsigned flags)
 {
 	enum { N = 200, FIFOS = 6, SIZE = 100 };
-	const char *plain = tkeep_path(tfile("plain", SIZE));
-	const char *fifo[FIFOS];
 	struct tseen seen[N] = { { 0 } };
 	rl_req reqs[N];
-	rl_loop *loop = tloop(tp);
 	int cancelled = 0;
 
-	alarm(60); /* the hang this test is about */
-	for (int f = 0; f < FIFOS; f++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "nowriter%d", f);
-		fifo[f] = tfifo(name);
-	}
 	for (int i = 0; i < N; i++) {
 		reqs[i] = (rl_req){ .data = &seen[i] };
 		cr_assert_eq(
 			rl_fs_read_file(loop, &reqs[i],
 					i % 2 ? fifo[(i / 2) % FIFOS] : plain,
-					NULL, 0, RL_READ_FILE_GROW, tseen_cb),
+					NULL, 0, flags, tseen_cb),
 			0);
 	}
 	/* Into the kernel (or the pool): the FIFO reads now wait. */
@@ -604,6 +596,26 @@ BACKEND_TEST(special, many_fifo_reads_cancelled_at_once)
 		free(reqs[i].buf);
 	}
 	cr_assert_eq(cancelled, N / 2);
+}
+
+/* The burst, then again told that the files are regular. */
+BACKEND_TEST(special, many_fifo_reads_cancelled_at_once)
+{
+	enum { FIFOS = 6 };
+	const char *plain = tkeep_path(tfile("plain", 100));
+	const char *fifo[FIFOS];
+	rl_loop *loop = tloop(tp);
+
+	alarm(60); /* the hang this test is about */
+	for (int f = 0; f < FIFOS; f++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "nowriter%d", f);
+		fifo[f] = tfifo(name);
+	}
+	cancel_fifo_burst(loop, plain, fifo, RL_READ_FILE_GROW);
+	cancel_fifo_burst(loop, plain, fifo,
+			  RL_READ_FILE_GROW | RL_READ_FILE_REGULAR);
 	alarm(0);
 	tclose(loop);
 }

@@ -97,20 +97,20 @@ enum rl_backend_kind {
  * that enters it when it has SINGLE_ISSUER.
  */
 enum rl_flags {
-	RL_SQPOLL = 1u << 0,	    /* io_uring: kernel thread polls the SQ */
-	RL_SINGLE_ISSUER = 1u << 1, /* io_uring: IORING_SETUP_SINGLE_ISSUER */
-	RL_DEFER_TASKRUN = 1u << 2, /* io_uring: IORING_SETUP_DEFER_TASKRUN */
-	RL_COOP_TASKRUN = 1u << 3,  /* io_uring: IORING_SETUP_COOP_TASKRUN */
-	RL_REGISTER_RING = 1u << 4, /* io_uring: register the ring fd */
-	RL_NO_LINK = 1u << 5,	    /* io_uring: read_file as 3 round trips */
-	RL_NO_DIRECT = 1u << 6,	    /* io_uring: plain fds, not direct ones */
-	RL_NO_INLINE = 1u << 7,	    /* epoll: no inline fast path, pool only */
-	RL_SEND_ZC = 1u << 8,	    /* io_uring: every rl_net_send() is a
+	RL_SQPOLL = 1u << 0,	     /* io_uring: kernel thread polls the SQ */
+	RL_SINGLE_ISSUER = 1u << 1,  /* io_uring: IORING_SETUP_SINGLE_ISSUER */
+	RL_DEFER_TASKRUN = 1u << 2,  /* io_uring: IORING_SETUP_DEFER_TASKRUN */
+	RL_COOP_TASKRUN = 1u << 3,   /* io_uring: IORING_SETUP_COOP_TASKRUN */
+	RL_REGISTER_RING = 1u << 4,  /* io_uring: register the ring fd */
+	RL_NO_LINK = 1u << 5,	     /* io_uring: read_file as 3 round trips */
+	RL_NO_DIRECT = 1u << 6,	     /* io_uring: plain fds, not direct ones */
+	RL_NO_INLINE = 1u << 7,	     /* epoll: no inline fast path, pool only */
+	RL_SEND_ZC = 1u << 8,	     /* io_uring: every rl_net_send() is a
 				      * zero-copy IORING_OP_SEND_ZC */
-	RL_FORCE_ASYNC = 1u << 9,   /* io_uring: IOSQE_ASYNC on every file
+	RL_FORCE_ASYNC = 1u << 9,    /* io_uring: IOSQE_ASYNC on every file
 				      * request, so io-wq workers run them
 				      * (see iowq_max for their number) */
-	RL_IOPOLL = 1u << 10,	    /* io_uring: IORING_SETUP_IOPOLL. Only
+	RL_IOPOLL = 1u << 10,	     /* io_uring: IORING_SETUP_IOPOLL. Only
 				      * reads and writes of O_DIRECT fds work
 				      * on such a ring: the kernel refuses
 				      * every other request (an open too)
@@ -118,14 +118,18 @@ enum rl_flags {
 				      * device without poll queues with
 				      * -EOPNOTSUPP. The loop then polls and
 				      * never sleeps in the kernel. */
-	RL_SHARED_RING = 1u << 11,  /* io_uring: the plain ring, which any
+	RL_SHARED_RING = 1u << 11,   /* io_uring: the plain ring, which any
 				      * thread may enter, instead of the
 				      * default SINGLE_ISSUER |
 				      * DEFER_TASKRUN one (with either of
 				      * those: -EINVAL) */
-	RL_NO_AIO = 1u << 12,	    /* epoll: reads and writes of O_DIRECT
+	RL_NO_AIO = 1u << 12,	     /* epoll: reads and writes of O_DIRECT
 				      * files go to the pool, not to Linux
 				      * AIO (see rl_fs_open()) */
+	RL_REGULAR_FILES = 1u << 13, /* every read_file on this loop is
+				      * RL_READ_FILE_REGULAR, the styles'
+				      * included: only for a program that
+				      * reads regular files it chose */
 };
 
 /* The default of rl_options.read_file_max: 1 GiB. */
@@ -461,6 +465,19 @@ enum rl_read_file_flags {
 	 * never more than rl_options.read_file_max, and grows to fit the
 	 * file as with RL_READ_FILE_GROW. */
 	RL_READ_FILE_LOAN = 1u << 1,
+	/* The caller knows that path names a regular file of a disk file
+	 * system (ext4, xfs, btrfs, tmpfs...) that nobody appends to while
+	 * it is read: a read shorter than asked is its end. The io_uring
+	 * backend then leaves out of its linked chain the one-byte probe
+	 * that proves the end of files it knows nothing of (one request and
+	 * one completion fewer per read_file). A file larger than the buffer
+	 * is still read whole. On a file of another kind (procfs or sysfs, a
+	 * FIFO, a terminal, a device), the result may end at the first short
+	 * read: a page, a record, what a writer had written so far. Do not
+	 * set it for a path someone else chooses. The epoll backend learns
+	 * the file's type from fstat() on every read_file anyway, and reads
+	 * as it does without the flag. */
+	RL_READ_FILE_REGULAR = 1u << 2,
 };
 
 /*

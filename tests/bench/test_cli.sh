@@ -22,7 +22,7 @@ refuse "not a number" --runs 3x
 refuse "out of range" --runs 102
 refuse "out of range" --entries 99999
 refuse "more than 1 GiB" --size 2G
-refuse "valid: sync, sync-mt, raw-uring, uring, epoll, epoll-pool, uring-spread, epoll-spread, uring-tpc, epoll-tpc, all" --backend urin
+refuse "valid: sync, sync-mt, raw-uring, uring, uring-regular, epoll, epoll-pool, uring-spread, epoll-spread, uring-tpc, epoll-tpc, all" --backend urin
 refuse "valid: baseline, callback, promise, coro, all" --style callback,bogus
 refuse "valid: parallel, blocking, write, cold, randread, randwrite, storage, all" --scenario ''
 refuse "nothing to run" --backend sync-mt --scenario blocking

@@ -36,7 +36,7 @@ enter=$(jfield "$meta" enter_ns)
 
 # Every cell: every field, and the numbers agree with each other.
 cells=$(printf '%s\n' "$out" | grep -c '^{"backend"' || true)
-[ "$cells" -eq 35 ] || fail "expected 35 cells (sync x2, sync-mt, raw-uring x2, 3 backends x 3 styles x 2, 4 group rows x 3 styles), got $cells"
+[ "$cells" -eq 41 ] || fail "expected 41 cells (sync x2, sync-mt, raw-uring x2, 4 backends x 3 styles x 2, 4 group rows x 3 styles), got $cells"
 fields="backend style scenario n runs warmup bytes median_ms min_ms max_ms stdev_ms runs_ms baseline_ms ratio limit limit_ratio ops_per_s syscalls_per_op cpu_ms cpu_util lat_p50_us lat_p99_us lat_p999_us lat_max_us noisy knobs"
 printf '%s\n' "$out" | grep '^{"backend"' >"$scratch/cells"
 while IFS= read -r c; do
@@ -72,7 +72,7 @@ while IFS= read -r c; do
 	}' || fail "$name: inconsistent numbers: $c"
 	# The limit each row is compared with.
 	b=$(jfield "$c" backend) sc=$(jfield "$c" scenario)
-	if [ "$b" = uring ]; then want=raw-uring
+	if [ "$b" = uring ] || [ "$b" = uring-regular ]; then want=raw-uring
 	elif [ "$sc" = parallel ]; then want=sync-mt
 	else want=sync; fi
 	[ "$(jfield "$c" limit)" = "$want" ] || fail "$name: limit $(jfield "$c" limit), want $want"
