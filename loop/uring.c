@@ -613,12 +613,15 @@ static void uring_submit(rl_loop *loop, rl_req *req)
 }
 
 static bool push_cancels(rl_loop *loop, struct rl__uring *u);
+static void recancel(rl_loop *loop, struct rl__uring *u);
 
 /* What frees room first: cancels, then the steps of requests holding a
  * slot, then new requests. */
 static __attribute__((noinline)) void push_waiting(rl_loop *loop,
 						   struct rl__uring *u)
 {
+	if (u->recancel_due)
+		recancel(loop, u);
 	if (push_cancels(loop, u) && push_queue(loop, u, &u->cont))
 		push_queue(loop, u, &u->pending);
 }
@@ -627,8 +630,8 @@ static __attribute__((noinline)) void push_waiting(rl_loop *loop,
  * at the four sources, inline, before any call. */
 static inline void push_pending(rl_loop *loop, struct rl__uring *u)
 {
-	if (u->ncancels || u->cancel_any || !rl__fifo_empty(&u->cont) ||
-	    !rl__fifo_empty(&u->pending))
+	if (u->ncancels || u->cancel_any || u->recancel_due ||
+	    !rl__fifo_empty(&u->cont) || !rl__fifo_empty(&u->pending))
 		push_waiting(loop, u);
 }
 
@@ -846,11 +849,63 @@ static void forget_cancels(struct rl__uring *u, rl_req *req)
 	u->ncancels = n;
 }
 
+void rl__uring_recancel_list(struct rl__uring *u, rl_req *req, uint64_t target)
+{
+	struct rl__uring_req *ur = rl__ur(req);
+
+	ur->cancel_tags |= (uint8_t)(1u << (target & RL__TAG_MASK));
+	if (ur->recancel_listed)
+		return;
+	if (u->nrecancel == u->recancel_cap) {
+		unsigned cap = u->recancel_cap ? 2 * u->recancel_cap : 16;
+		rl_req **grown = realloc(u->recancel, cap * sizeof(*grown));
+
+		if (!grown)
+			return;
+		u->recancel = grown;
+		u->recancel_cap = cap;
+	}
+	u->recancel[u->nrecancel++] = req;
+	ur->recancel_listed = true;
+}
+
+/* Sends the cancels of every listed request again, once per batch of
+ * -ENOENT answers: those that wait in user space (QUEUED) or are done are
+ * left alone, and each leaves the list when it completes. */
+static void recancel(rl_loop *loop, struct rl__uring *u)
+{
+	u->recancel_due = false;
+	for (unsigned i = 0; i < u->nrecancel; i++) {
+		rl_req *req = u->recancel[i];
+		uint32_t state = rl__req(req)->state;
+
+		if (!(state & RL__REQ_CANCEL) ||
+		    (state & (RL__REQ_DONE | RL__REQ_QUEUED)))
+			continue;
+		for (unsigned tag = 0; tag <= RL__TAG_MASK; tag++)
+			if (rl__ur(req)->cancel_tags & (1u << tag))
+				rl__uring_cancel_sqe(loop, u,
+						     rl__udata(req, tag));
+	}
+}
+
+static void unlist_recancel(struct rl__uring *u, rl_req *req)
+{
+	for (unsigned i = 0; i < u->nrecancel; i++)
+		if (u->recancel[i] == req) {
+			u->recancel[i] = u->recancel[--u->nrecancel];
+			break;
+		}
+	rl__ur(req)->recancel_listed = false;
+}
+
 void rl__uring_complete(rl_loop *loop, struct rl__uring *u, rl_req *req,
 			int64_t res)
 {
 	if (u->ncancels)
 		forget_cancels(u, req);
+	if (rl__ur(req)->recancel_listed)
+		unlist_recancel(u, req);
 	rl__complete(loop, req, res);
 }
 
@@ -870,6 +925,8 @@ static void handle_cqe(rl_loop *loop, struct rl__uring *u, uint64_t ud,
 		/* A cross-loop wake-up that failed (uring_msg.c). */
 		if (req)
 			rl__msg_ring_failed((rl_loop *)(void *)req);
+		else if (res == -ENOENT && u->nrecancel)
+			u->recancel_due = true;
 		return;
 	}
 	/* Kernel-internal restart codes (ERESTARTSYS 512 ... 516) never
@@ -1338,6 +1395,7 @@ static void uring_destroy(rl_loop *loop)
 	free(u->slot_file);
 	free(u->slot_iov);
 	free(u->cancels);
+	free(u->recancel);
 	free(u);
 	loop->be = NULL;
 }

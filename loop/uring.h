@@ -121,7 +121,16 @@ struct rl__uring {
 	 * close asked the kernel to drop everything. */
 	uint64_t *cancels;
 	unsigned ncancels, cancels_cap;
+	/* SQPOLL: read_files and write_files cancelled while in the kernel,
+	 * until they complete. The SQ thread runs a chain's open and, later,
+	 * the task work that issues its next step; a cancel it takes in
+	 * between finds nothing (-ENOENT), and the step then waits for ever
+	 * on a FIFO. recancel_due: such a cancel came back -ENOENT, so the
+	 * cancels of every listed request go again (recancel() in uring.c). */
+	rl_req **recancel;
+	unsigned nrecancel, recancel_cap;
 	bool cancel_any;
+	bool recancel_due;
 	/* The loop's close: requests pushed since it last asked the kernel
 	 * to cancel everything, and when that was (cancel_all()). */
 	bool pushed_since_cancel_all;
@@ -150,6 +159,10 @@ struct rl__uring_req {
 	/* read_file, write_file: runs on a plain fd, without a slot,
 	 * because the table stayed full (rl__uring_slotted()). */
 	bool plain;
+	/* SQPOLL: the tags whose SQEs a cancel was sent for, and whether
+	 * req is on rl__uring.recancel. */
+	uint8_t cancel_tags;
+	bool recancel_listed;
 	/* The SQ tail after its last SQEs: until the kernel's head passes
 	 * it, they wait in the SQ (rl__uring_fs_cancel()). */
 	uint32_t sq_end;
@@ -208,6 +221,11 @@ void rl__uring_release_closed_slot(rl_loop *loop, struct rl__uring *u,
  * back at once. The file is closed when another open takes the slot, or
  * before the loop sleeps without file work (see struct rl__uring). */
 void rl__uring_linger_slot(rl_loop *loop, struct rl__uring *u, rl_req *req);
+
+/* SQPOLL: keeps req, a read_file or write_file whose cancel was just sent
+ * for target, on the list whose cancels go again while one finds nothing.
+ * Without memory, the cancel goes once, as on other rings. */
+void rl__uring_recancel_list(struct rl__uring *u, rl_req *req, uint64_t target);
 
 /* req is finished: rl__complete(), and no cancel of it is left queued
  * (req may be submitted again at once, and must not meet it). */

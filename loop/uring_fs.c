@@ -58,6 +58,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "uring_fs.h"
@@ -335,6 +336,36 @@ void rl__uring_fs_prep(struct rl__uring *u, rl_req *req)
 /* ----------------------------------------------------------- completions */
 
 /*
+ * Puts the probe's byte at buf[got]. The kernel wrote the byte before it
+ * (got > 0), so a byte on the same page can be written too; one that
+ * starts a page the reads never reached (a read that stopped there, short,
+ * or none yet) may be a page the caller cannot write to, where the kernel
+ * stopped instead of failing. That rare byte goes through the kernel,
+ * which says -EFAULT where a store would crash the program, as the epoll
+ * backend's reads say.
+ */
+static int store_probe(rl_req *req, size_t got, char byte)
+{
+	char *at = (char *)req->buf + got;
+	struct iovec local = { &byte, 1 }, remote = { at, 1 };
+
+	if (got > 0 && (uintptr_t)at % 4096 != 0) {
+		*at = byte;
+		return 0;
+	}
+	req->loop->stats.syscalls++;
+	if (process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == 1)
+		return 0;
+	/* Refused outright (a seccomp filter, ENOSYS): the plain store, as
+	 * before; the caller's buffer is writable unless the caller lied. */
+	if (errno != EFAULT) {
+		*at = byte;
+		return 0;
+	}
+	return -EFAULT;
+}
+
+/*
  * Folds a finished read pair into the request: the read's r bytes, and the
  * probe's byte when it read one. Returns 1 when the file goes on, 0 at its
  * end, -errno on an error, or -EFBIG when the buffer is a caller's or at
@@ -357,7 +388,9 @@ static int absorb(rl_req *req, int32_t r, int32_t p)
 		if (ret < 0)
 			return ret;
 	}
-	((char *)req->buf)[got] = ur->probe;
+	ret = store_probe(req, got, ur->probe);
+	if (ret < 0)
+		return ret;
 	ur->res[1] = (int64_t)got + 1;
 	return 1;
 }
@@ -377,6 +410,8 @@ static void cancel_probe(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
 	rl__uring_settle(loop, u, rl__ur(req)->sq_end);
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_PROBE));
+	if (u->sqpoll)
+		rl__uring_recancel_list(u, req, RL__TAG_PROBE);
 }
 
 /*
@@ -391,10 +426,14 @@ static int absorb_regular(rl_req *req, int32_t res)
 
 	if (res >= 0 && (size_t)res > ask)
 		return absorb(req, (int32_t)ask, 1);
-	if (res >= REGULAR_SURE_MAX) {
-		/* Linux reads at most MAX_RW_COUNT (a page short of 2 GiB)
-		 * at once: a read this long may have stopped there, so its
-		 * shortness proves nothing, and the steps' probe decides. */
+	if (res >= REGULAR_SURE_MAX ||
+	    (res > 0 && ((uintptr_t)req->buf + (size_t)res) % 4096 == 0)) {
+		/* A read that stopped where a page of the buffer ends may
+		 * have met a page the caller cannot write to (the kernel
+		 * returns what it copied, not -EFAULT), and Linux reads at
+		 * most MAX_RW_COUNT (a page short of 2 GiB) at once: such a
+		 * read proves nothing, and the steps' next read (-EFAULT) or
+		 * probe decides. */
 		absorb(req, res, 0);
 		return 1;
 	}
@@ -661,6 +700,13 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 		 * work). */
 		rl__uring_settle(loop, u, rl__ur(req)->sq_end);
 		rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_OPEN));
+		if (u->sqpoll) {
+			/* The SQ thread issues the next step from its own
+			 * task work, which no enter of ours can run first:
+			 * the cancels go again while they find nothing. */
+			rl__uring_recancel_list(u, req, RL__TAG_OPEN);
+			rl__uring_recancel_list(u, req, RL__TAG_MAIN);
+		}
 	}
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_MAIN));
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ringloop/callback.h"
@@ -234,6 +235,44 @@ BACKEND_TEST(regular, procfs_whole_or_a_true_prefix)
 	cr_assert_eq(memcmp(mreq.buf, first, (size_t)n), 0);
 	free(sreq.buf);
 	free(mreq.buf);
+	tclose(loop);
+	alarm(0);
+}
+
+/*
+ * A caller's buffer whose second page cannot be written: the kernel stops
+ * the read there and says what it copied, not -EFAULT. A short read that
+ * ends where a page of the buffer ends proves nothing, with the flag or
+ * without, so the loop reads on and the next read says -EFAULT (before,
+ * the flag took the page for the whole file, and the probe's byte was
+ * stored into the unwritable page by the loop itself: a crash).
+ */
+BACKEND_TEST(regular, unwritable_page_of_the_buffer_is_efault)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	const char *paths[2] = { tkeep_path(tfile("pages2", 2 * page)),
+				 tkeep_path(tfile("page1", page + 904)) };
+	char *buf = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct tseen seen[4] = { { 0 } };
+	rl_req reqs[4];
+	rl_loop *loop = tloop(tp);
+
+	alarm(30);
+	cr_assert_neq(buf, MAP_FAILED);
+	cr_assert_eq(mprotect(buf + page, page, PROT_NONE), 0);
+	for (int i = 0; i < 4; i++) {
+		reqs[i] = (rl_req){ .data = &seen[i] };
+		cr_assert_eq(rl_fs_read_file(loop, &reqs[i], paths[i % 2], buf,
+					     2 * page, i < 2 ? REG : 0,
+					     tseen_cb),
+			     0);
+		trun(loop);
+		cr_assert_eq(seen[i].calls, 1);
+		cr_assert_eq(seen[i].result, -EFAULT, "%d: %s", i,
+			     rl_strerror((int)seen[i].result));
+	}
+	munmap(buf, 2 * page);
 	tclose(loop);
 	alarm(0);
 }

@@ -260,6 +260,68 @@ BACKEND_TEST(ring, cancels_with_a_full_sq_and_sqpoll)
 	cancel_with_full_sq(tp, RL_SQPOLL);
 }
 
+/*
+ * read_files of a FIFO nobody writes to, cancelled before the loop ran
+ * (their chains and the cancels then reach the SQ thread together) or
+ * after one pass, with and without RL_READ_FILE_REGULAR, on an SQPOLL
+ * ring. The SQ thread runs a chain's open at once and issues the read
+ * from its task work afterwards, so a cancel it takes in between finds
+ * nothing; the read then waited for ever on the FIFO (every one of them
+ * when cancelled before the loop ran) until the loop sent the cancels
+ * again while they found nothing.
+ */
+BACKEND_TEST(ring, fifo_read_files_cancelled_under_sqpoll)
+{
+	enum { N = 64 };
+	const char *fifo;
+	struct rl_options opt;
+	rl_loop *loop;
+	int ret;
+
+	if (getenv("RL_VALGRIND"))
+		cr_skip_test("Valgrind 3.19 does not run an SQPOLL ring");
+	fifo = tfifo("nowriter");
+	rl_options_init(&opt);
+	opt.backend = tp->backend;
+	opt.flags = RL_SQPOLL | tp->flags;
+	ret = rl_loop_open(&loop, &opt);
+	if (ret == -EPERM || ret == -EINVAL)
+		cr_skip_test("this kernel refuses the ring: %s",
+			     rl_strerror(ret));
+	cr_assert_eq(ret, 0, "%s", rl_strerror(ret));
+	alarm(60);
+	for (int round = 0; round < 4; round++) {
+		struct tseen s[N] = { { 0 } };
+		rl_req reqs[N];
+		char bufs[N][16];
+
+		for (int i = 0; i < N; i++) {
+			reqs[i] = (rl_req){ .data = &s[i] };
+			cr_assert_eq(
+				rl_fs_read_file(loop, &reqs[i], fifo, bufs[i],
+						sizeof(bufs[i]),
+						round & 1 ? RL_READ_FILE_REGULAR
+							  : 0,
+						tseen_cb),
+				0);
+		}
+		if (round & 2)
+			cr_assert_geq(rl_run(loop, RL_RUN_NOWAIT), 0);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(rl_cancel(loop, &reqs[i]), 0);
+		trun(loop);
+		for (int i = 0; i < N; i++) {
+			cr_assert_eq(s[i].calls, 1, "round %d req %d", round,
+				     i);
+			cr_assert_eq(s[i].result, -ECANCELED,
+				     "round %d req %d: %s", round, i,
+				     rl_strerror((int)s[i].result));
+		}
+	}
+	alarm(0);
+	tclose(loop);
+}
+
 /* ------------------------------------------ polls that find nothing to do */
 
 static void idle_timer_cb(rl_timer *timer, int status)
