@@ -904,7 +904,11 @@ void rl__uring_complete(rl_loop *loop, struct rl__uring *u, rl_req *req,
 {
 	if (u->ncancels)
 		forget_cancels(u, req);
-	if (rl__ur(req)->recancel_listed)
+	/* Only read_files and write_files are listed; a socket request's
+	 * backend words are another struct (uring_net.c). */
+	if (u->nrecancel &&
+	    (req->op == RL_OP_READ_FILE || req->op == RL_OP_WRITE_FILE) &&
+	    rl__ur(req)->recancel_listed)
 		unlist_recancel(u, req);
 	rl__complete(loop, req, res);
 }
