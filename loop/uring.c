@@ -849,11 +849,11 @@ static void forget_cancels(struct rl__uring *u, rl_req *req)
 	u->ncancels = n;
 }
 
-void rl__uring_recancel_list(struct rl__uring *u, rl_req *req, uint64_t target)
+void rl__uring_recancel_list(struct rl__uring *u, rl_req *req, unsigned tag)
 {
 	struct rl__uring_req *ur = rl__ur(req);
 
-	ur->cancel_tags |= (uint8_t)(1u << (target & RL__TAG_MASK));
+	ur->cancel_tags |= (uint8_t)(1u << tag);
 	if (ur->recancel_listed)
 		return;
 	if (u->nrecancel == u->recancel_cap) {

@@ -223,9 +223,9 @@ void rl__uring_release_closed_slot(rl_loop *loop, struct rl__uring *u,
 void rl__uring_linger_slot(rl_loop *loop, struct rl__uring *u, rl_req *req);
 
 /* SQPOLL: keeps req, a read_file or write_file whose cancel was just sent
- * for target, on the list whose cancels go again while one finds nothing.
- * Without memory, the cancel goes once, as on other rings. */
-void rl__uring_recancel_list(struct rl__uring *u, rl_req *req, uint64_t target);
+ * for its SQE of tag, on the list whose cancels go again while one finds
+ * nothing. Without memory, the cancel goes once, as on other rings. */
+void rl__uring_recancel_list(struct rl__uring *u, rl_req *req, unsigned tag);
 
 /* req is finished: rl__complete(), and no cancel of it is left queued
  * (req may be submitted again at once, and must not meet it). */

@@ -76,8 +76,11 @@
 #define MAX_READ ((size_t)INT_MAX)
 /* The longest read whose shortness proves the end of a regular file, for
  * RL_READ_FILE_REGULAR: below MAX_RW_COUNT on every page size (see
- * regular_read_cqe()). */
+ * absorb_regular()). */
 #define REGULAR_SURE_MAX (1 << 30)
+/* The smallest page size: a read into a buffer with a page the caller
+ * cannot write to stops on a multiple of it (store_probe()). */
+#define PAGE_MIN 4096
 
 /* What a plain open request keeps in step. */
 enum { OPEN_FIRST = 0, OPEN_ASYNC = 1 };
@@ -349,7 +352,7 @@ static int store_probe(rl_req *req, size_t got, char byte)
 	char *at = (char *)req->buf + got;
 	struct iovec local = { &byte, 1 }, remote = { at, 1 };
 
-	if (got > 0 && (uintptr_t)at % 4096 != 0) {
+	if (got > 0 && (uintptr_t)at % PAGE_MIN != 0) {
 		*at = byte;
 		return 0;
 	}
@@ -396,6 +399,21 @@ static int absorb(rl_req *req, int32_t r, int32_t p)
 }
 
 /*
+ * Cancels the SQE of a read_file's or write_file's step (tag), after
+ * rl__uring_settle(). On SQPOLL the SQ thread issues a chain's next step
+ * from its own task work, which no enter of ours can run first, so the
+ * cancel may find nothing: there the cancels go again while they do
+ * (uring.c, recancel()).
+ */
+static void cancel_step(rl_loop *loop, struct rl__uring *u, rl_req *req,
+			unsigned tag)
+{
+	rl__uring_cancel_sqe(loop, u, rl__udata(req, tag));
+	if (u->sqpoll)
+		rl__uring_recancel_list(u, req, tag);
+}
+
+/*
  * Cancels the probe of a read_file whose read ended while it was being
  * cancelled. On the default ring the hard link issues the probe from the
  * kernel's task work, which may not have run yet when the read's CQE is
@@ -409,9 +427,7 @@ static int absorb(rl_req *req, int32_t r, int32_t p)
 static void cancel_probe(rl_loop *loop, struct rl__uring *u, rl_req *req)
 {
 	rl__uring_settle(loop, u, rl__ur(req)->sq_end);
-	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_PROBE));
-	if (u->sqpoll)
-		rl__uring_recancel_list(u, req, RL__TAG_PROBE);
+	cancel_step(loop, u, req, RL__TAG_PROBE);
 }
 
 /*
@@ -427,7 +443,7 @@ static int absorb_regular(rl_req *req, int32_t res)
 	if (res >= 0 && (size_t)res > ask)
 		return absorb(req, (int32_t)ask, 1);
 	if (res >= REGULAR_SURE_MAX ||
-	    (res > 0 && ((uintptr_t)req->buf + (size_t)res) % 4096 == 0)) {
+	    (res > 0 && ((uintptr_t)req->buf + (size_t)res) % PAGE_MIN == 0)) {
 		/* A read that stopped where a page of the buffer ends may
 		 * have met a page the caller cannot write to (the kernel
 		 * returns what it copied, not -EFAULT), and Linux reads at
@@ -699,14 +715,9 @@ void rl__uring_fs_cancel(rl_loop *loop, struct rl__uring *u, rl_req *req)
 		 * out_before_their_enter, with chains a burst left in task
 		 * work). */
 		rl__uring_settle(loop, u, rl__ur(req)->sq_end);
-		rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_OPEN));
-		if (u->sqpoll) {
-			/* The SQ thread issues the next step from its own
-			 * task work, which no enter of ours can run first:
-			 * the cancels go again while they find nothing. */
-			rl__uring_recancel_list(u, req, RL__TAG_OPEN);
-			rl__uring_recancel_list(u, req, RL__TAG_MAIN);
-		}
+		cancel_step(loop, u, req, RL__TAG_OPEN);
+		cancel_step(loop, u, req, RL__TAG_MAIN);
+		return;
 	}
 	rl__uring_cancel_sqe(loop, u, rl__udata(req, RL__TAG_MAIN));
 }
