@@ -14,6 +14,7 @@
 #include <linux/audit.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <unistd.h>
 
 #include "ringloop/ringloop.h"
 
@@ -126,6 +127,18 @@ rl_group *tgroup(const struct tp *tp, unsigned loops, unsigned flags, int wake);
 /* The same with the caller's options (loops > 0), tp's backend and flags
  * added to its loop options. */
 rl_group *tgroup_opts(const struct tp *tp, struct rl_group_options *opt);
+
+/* Polls cond every millisecond for up to ms milliseconds: whether it came
+ * true. A lost wake-up then fails the test instead of hanging it, and
+ * what the kernel ends on its own time (io_uring's io-wq workers leave
+ * after their ring is gone) is given that time. */
+#define twait_until(cond, ms)                  \
+	({                                     \
+		int left_ = (ms);              \
+		while (!(cond) && left_-- > 0) \
+			usleep(1000);          \
+		(bool)(cond);                  \
+	})
 
 /* Runs the loop to idle and asserts it returned >= 0. */
 void trun(rl_loop *loop);

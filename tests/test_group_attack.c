@@ -31,16 +31,6 @@
 #include "ringloop/coro.h"
 #include "ringloop/promise.h"
 
-/* Polls cond every millisecond for up to ms milliseconds: whether it came
- * true. A lost wake-up then fails the test instead of hanging it. */
-#define twait_until(cond, ms)                  \
-	({                                     \
-		int left_ = (ms);              \
-		while (!(cond) && left_-- > 0) \
-			usleep(1000);          \
-		(bool)(cond);                  \
-	})
-
 /* A group whose loops never poll before they sleep, so that every message
  * to an idle loop needs a real wake-up. */
 static rl_group *sleepy_group(const struct tp *tp, unsigned loops, int wake)
